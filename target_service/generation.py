@@ -1,0 +1,245 @@
+"""One completion's life: admission, prefill, paced decode, and the events it streams.
+
+Phases before the response headers (and so in ``Server-Timing``): ``queue`` (waiting for a
+scheduler slot) and ``prefill``. Phases after the first byte (``decode``, and later ``sign``) travel
+in an SSE comment line just before ``data: [DONE]``, which OpenAI clients discard::
+
+    : ramplab-timing {"queue_ms":..,"prefill_ms":..,"decode_ms":..,"output_tokens":..}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from target_service.errors import InvalidRequest, NotFound, Unavailable
+from target_service.inference import InferenceModel, OutputPlan
+from target_service.metrics import TargetMetrics
+from target_service.scheduler import QueueFull, Scheduler, Slot
+from target_service.settings import Settings
+from target_service.textgen import generate_tokens
+from target_service.tokenizer import Tokenizer
+from target_service.usage import UsageStore
+from target_service.wire import ChatCompletionRequest, ChunkEncoder, completion_body
+
+TIMING_COMMENT = "ramplab-timing"
+
+
+@dataclass(slots=True)
+class Completion:
+    """A request that holds a slot and has finished prefill; ready to decode."""
+
+    request: ChatCompletionRequest
+    client: str
+    slot: Slot
+    plan: OutputPlan
+    prompt_tokens: int
+    seed: int
+    chunk_size: int
+    arrival: float
+    queue_s: float
+    prefill_s: float
+    first_token_due: float
+    completion_id: str = field(default_factory=lambda: "chatcmpl-" + uuid.uuid4().hex[:24])
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def server_timing(self) -> str:
+        return f"queue;dur={self.queue_s * 1000:.3f}, prefill;dur={self.prefill_s * 1000:.3f}"
+
+
+class Generator:
+    """Turns validated requests into paced completions; one per process."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        model: InferenceModel,
+        scheduler: Scheduler,
+        tokenizer: Tokenizer,
+        metrics: TargetMetrics,
+        usage: UsageStore,
+        rng: random.Random,
+    ) -> None:
+        self.settings = settings
+        self.model = model
+        self.scheduler = scheduler
+        self.tokenizer = tokenizer
+        self.metrics = metrics
+        self.usage = usage
+        self.rng = rng
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def prepare(self, request: ChatCompletionRequest, client: str) -> Completion:
+        """Validate against the model, wait for a slot, then run prefill."""
+        loop = asyncio.get_running_loop()
+        arrival = loop.time()
+        if request.model not in self.settings.models:
+            raise NotFound(
+                f"The model '{request.model}' does not exist",
+                code="model_not_found",
+                param="model",
+            )
+        prompt_tokens = self.tokenizer.count(request.prompt_text())
+        limits = self.settings.output
+        max_tokens = request.requested_max_tokens() or limits.default_max_tokens
+        if prompt_tokens + max_tokens > limits.max_model_len:
+            raise InvalidRequest(
+                f"This model's maximum context length is {limits.max_model_len} tokens; the "
+                f"request has {prompt_tokens} prompt tokens and asks for {max_tokens} more",
+                code="context_length_exceeded",
+                param="messages",
+            )
+        seed = request.seed if request.seed is not None else self.rng.getrandbits(32)
+        plan = self.model.plan_output(max_tokens, request.ignore_eos, random.Random(seed))
+        try:
+            slot = await self.scheduler.admit()
+        except QueueFull as exc:
+            self.metrics.rejected_total.labels(exc.reason).inc()
+            raise Unavailable(
+                "The engine is overloaded; retry later",
+                code="overloaded" if exc.reason == "queue_full" else "queue_timeout",
+                retry_after_s=self.settings.scheduler.retry_after_s,
+            ) from None
+        admitted = loop.time()
+        self.metrics.queue_wait.observe(admitted - arrival)
+        prefill_s = self.model.prefill_s(prompt_tokens)
+        try:
+            await asyncio.sleep(prefill_s)
+        except BaseException:
+            slot.release()
+            raise
+        self.metrics.prefill.observe(prefill_s)
+        self.metrics.prompt_tokens_total.inc(prompt_tokens)
+        return Completion(
+            request=request,
+            client=client,
+            slot=slot,
+            plan=plan,
+            prompt_tokens=prompt_tokens,
+            seed=seed,
+            chunk_size=request.chunk_size or self.settings.stream.chunk_size,
+            arrival=arrival,
+            queue_s=admitted - arrival,
+            prefill_s=prefill_s,
+            first_token_due=admitted + prefill_s,
+        )
+
+    async def stream(self, done: Completion) -> AsyncIterator[bytes]:
+        """The SSE byte stream; cancelling it (client gone) frees the slot at once."""
+        encoder = ChunkEncoder(
+            done.completion_id, done.created, done.request.model, done.request.include_usage
+        )
+        loop = asyncio.get_running_loop()
+        total = done.plan.tokens
+        tokens = generate_tokens(done.seed, total)
+        pause_s = self.settings.stream.event_sleep_ms / 1000.0
+        sent = 0
+        finished = False
+        self.metrics.active_streams.inc()
+        try:
+            yield encoder.role()
+            deadline = done.first_token_due
+            last_sent = 0.0
+            while sent < total:
+                count = min(done.chunk_size, total - sent)
+                for index in range(sent, sent + count):
+                    if index > 0:
+                        deadline += self.model.token_interval_s(self.scheduler.running)
+                delay = deadline + self.model.jitter_s(self.rng) - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                yield encoder.content("".join(tokens[sent : sent + count]))
+                now = loop.time()
+                if sent == 0:
+                    self.metrics.ttft.observe(now - done.arrival)
+                else:
+                    self.metrics.inter_token.observe((now - last_sent) / count)
+                last_sent = now
+                sent += count
+                if pause_s:
+                    await asyncio.sleep(pause_s)
+                    deadline += pause_s
+            decode_s = loop.time() - done.first_token_due
+            done.slot.release()
+            finished = True
+            yield encoder.finish(done.plan.finish_reason)
+            if done.request.include_usage:
+                yield encoder.usage(done.prompt_tokens, total)
+            yield encoder.comment(TIMING_COMMENT, self._timing(done, decode_s, total))
+            yield b"data: [DONE]\n\n"
+            self.metrics.completions_total.labels("completed").inc()
+        except asyncio.CancelledError:
+            self.metrics.disconnects_total.labels("disconnect").inc()
+            self.metrics.completions_total.labels("client_gone").inc()
+            raise
+        except GeneratorExit:
+            # sse-starlette closes the generator when a send fails or times out.
+            if not finished:
+                self.metrics.disconnects_total.labels("send_failed").inc()
+                self.metrics.completions_total.labels("client_gone").inc()
+            raise
+        finally:
+            done.slot.release()
+            self.metrics.active_streams.dec()
+            self.metrics.output_tokens_total.inc(sent)
+            self.metrics.output_tokens.observe(sent)
+            self._record_usage(done.client, done.prompt_tokens, sent)
+
+    async def complete(self, done: Completion) -> tuple[dict[str, Any], str]:
+        """A non-streaming completion: decode paced the same way, answered at the end."""
+        loop = asyncio.get_running_loop()
+        total = done.plan.tokens
+        try:
+            deadline = done.first_token_due
+            for index in range(1, total):
+                deadline += self.model.token_interval_s(self.scheduler.running)
+                if index % 64 == 0 or index == total - 1:
+                    delay = deadline - loop.time()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+            decode_s = loop.time() - done.first_token_due
+        finally:
+            done.slot.release()
+        text = "".join(generate_tokens(done.seed, total))
+        self.metrics.output_tokens_total.inc(total)
+        self.metrics.output_tokens.observe(total)
+        self.metrics.completions_total.labels("completed").inc()
+        self._record_usage(done.client, done.prompt_tokens, total)
+        body = completion_body(
+            done.completion_id,
+            done.created,
+            done.request.model,
+            text,
+            done.plan.finish_reason,
+            done.prompt_tokens,
+            total,
+        )
+        timing = f"{done.server_timing()}, decode;dur={decode_s * 1000:.3f}"
+        return body, timing
+
+    @staticmethod
+    def _timing(done: Completion, decode_s: float, tokens: int) -> dict[str, Any]:
+        return {
+            "queue_ms": round(done.queue_s * 1000, 3),
+            "prefill_ms": round(done.prefill_s * 1000, 3),
+            "decode_ms": round(decode_s * 1000, 3),
+            "output_tokens": tokens,
+            "chunk_size": done.chunk_size,
+            "seed": done.seed,
+        }
+
+    def _record_usage(self, client: str, prompt_tokens: int, completion_tokens: int) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self.usage.record(client, prompt_tokens, completion_tokens)
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def drain(self) -> None:
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)

@@ -1,0 +1,64 @@
+"""The inference model: how long a simulated LLM takes, in one place.
+
+With ``P`` prompt tokens, ``N`` output tokens and ``R`` sequences running on the engine:
+
+* queue wait ``W``: time from arrival until the scheduler admits the sequence (``scheduler.py``);
+* prefill  ``T_prefill = prefill_overhead + P × prefill_per_token``;
+* TTFT (server side) ``= W + T_prefill``: the first token is due when prefill ends;
+* decode: token ``i ≥ 2`` is due at ``d_i = d_{i−1} + itl × s(R)``, with the slowdown
+  ``s(R) = 1 + slowdown_per_seq × (R − 1)`` read at each step, so the nominal deadlines are
+  absolute and sleeping until them cannot drift, however long the output;
+* jitter: each token is sent at ``d_i + ε_i``, ``ε_i ~ N(0, itl_jitter)`` clipped to
+  ``[−itl/2, +itl/2]``; ``ε`` never feeds back into ``d``, so jitter does not accumulate either;
+* output length ``N``: ``max_tokens`` exactly with ``ignore_eos``, otherwise a normal draw
+  (``length_mean``, ``length_std``) rounded and clipped to ``[1, max_tokens]``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from target_service.settings import LatencySettings, OutputSettings
+
+
+@dataclass(frozen=True, slots=True)
+class OutputPlan:
+    tokens: int
+    finish_reason: str  # "length" when max_tokens cut it, "stop" otherwise
+
+
+class InferenceModel:
+    """Pure functions of the settings and a random generator passed in."""
+
+    def __init__(self, latency: LatencySettings, output: OutputSettings) -> None:
+        self.latency = latency
+        self.output = output
+
+    def prefill_s(self, prompt_tokens: int) -> float:
+        lat = self.latency
+        return (lat.prefill_overhead_ms + prompt_tokens * lat.prefill_per_token_ms) / 1000.0
+
+    def slowdown(self, running: int) -> float:
+        return 1.0 + self.latency.slowdown_per_seq * max(0, running - 1)
+
+    def token_interval_s(self, running: int) -> float:
+        """Nominal gap between two tokens' deadlines with ``running`` sequences on the engine."""
+        return self.latency.itl_ms * self.slowdown(running) / 1000.0
+
+    def jitter_s(self, rng: random.Random) -> float:
+        sigma = self.latency.itl_jitter_ms
+        if sigma <= 0:
+            return 0.0
+        bound = self.latency.itl_ms / 2.0
+        return max(-bound, min(bound, rng.gauss(0.0, sigma))) / 1000.0
+
+    def plan_output(self, max_tokens: int, ignore_eos: bool, rng: random.Random) -> OutputPlan:
+        if ignore_eos:
+            return OutputPlan(max_tokens, "length")
+        out = self.output
+        drawn = round(rng.gauss(out.length_mean, out.length_std)) if out.length_std else 0
+        length = drawn if out.length_std else round(out.length_mean)
+        if length >= max_tokens:
+            return OutputPlan(max_tokens, "length")
+        return OutputPlan(max(1, length), "stop")

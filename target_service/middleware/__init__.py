@@ -1,0 +1,1 @@
+"""Pure ASGI middleware (never ``BaseHTTPMiddleware``: it buffers and breaks streaming)."""

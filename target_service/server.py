@@ -1,0 +1,85 @@
+"""Start-up: settings, the embedded Redis, the metrics directory, then uvicorn.
+
+With ``--workers N > 1`` uvicorn runs N processes on one shared listening socket. Anything they
+must share is prepared here, once, in the parent: the embedded Redis (its URL reaches the workers as
+``APP_REDIS_URL``) and the Prometheus multiprocess directory (``PROMETHEUS_MULTIPROC_DIR``, which
+must exist before a worker imports ``prometheus_client``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from typing import Annotated, Any
+
+import typer
+import uvicorn
+
+from target_service.embedded_redis import EmbeddedRedis
+from target_service.settings import Settings, SettingsError, load_settings
+
+cli = typer.Typer(add_completion=False, help="The ramplab reference target: a simulated LLM API.")
+
+
+def serve(settings: Settings) -> None:
+    embedded: EmbeddedRedis | None = None
+    multiproc_dir: str | None = None
+    try:
+        if settings.redis_url is None:
+            embedded = EmbeddedRedis().start()
+            settings.redis_url = embedded.url
+            os.environ["APP_REDIS_URL"] = embedded.url
+            print(f"target: embedded Redis on {embedded.url}", file=sys.stderr, flush=True)
+        options: dict[str, Any] = {
+            "host": settings.host,
+            "port": settings.port,
+            "loop": "uvloop",
+            "http": "httptools",
+            "log_level": settings.log_level,
+            "access_log": False,
+            "timeout_graceful_shutdown": 5,
+        }
+        if settings.workers == 1:
+            from target_service.app import create_app
+
+            uvicorn.run(create_app(settings), **options)
+            return
+        multiproc_dir = tempfile.mkdtemp(prefix="ramplab-target-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = multiproc_dir
+        for key, value in (("HOST", settings.host), ("PORT", settings.port)):
+            os.environ[f"APP_{key}"] = str(value)
+        uvicorn.run(
+            "target_service.app:app_from_environment",
+            factory=True,
+            workers=settings.workers,
+            **options,
+        )
+    finally:
+        if embedded is not None:
+            embedded.close()
+        if multiproc_dir is not None:
+            shutil.rmtree(multiproc_dir, ignore_errors=True)
+
+
+@cli.command()
+def main(
+    host: Annotated[str | None, typer.Option(help="Address to bind (default from settings).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to bind; 0 picks a free one.")] = None,
+    workers: Annotated[int | None, typer.Option(help="Worker processes sharing the port.")] = None,
+) -> None:
+    """Serve the target until interrupted."""
+    overrides = {
+        key: value
+        for key, value in (("host", host), ("port", port), ("workers", workers))
+        if value is not None
+    }
+    try:
+        settings = load_settings(**overrides)
+    except SettingsError as exc:
+        print(f"target: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    print("target settings: " + json.dumps(settings.masked()), file=sys.stderr, flush=True)
+    serve(settings)

@@ -1,0 +1,154 @@
+"""The target's one settings object.
+
+Sources, lowest to highest precedence: the defaults below, the TOML file (``configs/app.toml``, or
+the file named by ``APP_CONFIG_FILE``), then ``APP_*`` environment variables, where nested keys use
+``__`` (``APP_SCHEDULER__MAX_NUM_SEQS=8``). This mirrors the study's §5 example (Viper: file ``app``
+in ``./configs``, prefix ``APP_``). The defaults here equal ``configs/app.toml``; a test keeps them so.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+DEFAULT_CONFIG_FILE = Path("configs/app.toml")
+
+
+class Section(BaseModel):
+    model_config = {"extra": "forbid", "validate_assignment": True}
+
+
+class LatencySettings(Section):
+    """Parameters of the inference model (see ``inference.py`` for the formulas)."""
+
+    prefill_overhead_ms: float = Field(20.0, ge=0)
+    prefill_per_token_ms: float = Field(0.05, ge=0)
+    itl_ms: float = Field(20.0, ge=0)
+    itl_jitter_ms: float = Field(0.0, ge=0)
+    # Decode slows by this fraction per extra running sequence: itl × (1 + k × (running − 1)).
+    slowdown_per_seq: float = Field(0.005, ge=0)
+
+
+class OutputSettings(Section):
+    """Output length when the request does not fix it with ``ignore_eos``."""
+
+    default_max_tokens: int = Field(256, ge=1)
+    max_model_len: int = Field(131072, ge=16)
+    length_mean: float = Field(128.0, gt=0)
+    length_std: float = Field(48.0, ge=0)
+
+
+class SchedulerSettings(Section):
+    kind: Literal["continuous", "static"] = "continuous"
+    max_num_seqs: int = Field(64, ge=1)
+    max_waiting: int = Field(256, ge=0)
+    queue_timeout_s: float = Field(30.0, gt=0)
+    # Static batching: how long a new batch stays open for joiners after it forms.
+    batch_window_ms: float = Field(5.0, ge=0)
+    retry_after_s: float = Field(1.0, gt=0)
+
+
+class StreamSettings(Section):
+    chunk_size: int = Field(1, ge=1, le=4096)
+    # A pause after every event that delays all later ones, like the study's 1 ms sleep (§4.3).
+    event_sleep_ms: float = Field(0.0, ge=0)
+    send_timeout_s: float = Field(10.0, gt=0)
+    ping_s: float = Field(15.0, ge=0)
+
+
+class Settings(BaseSettings):
+    """Everything a target process needs, validated at start-up."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="APP_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_assignment=True,
+    )
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    workers: int = Field(1, ge=1, le=64)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    models: list[str] = Field(default_factory=lambda: ["ramplab-sim-1"], min_length=1)
+    seed: int = 0
+    max_body_bytes: int = Field(1_048_576, ge=1024)
+    redis_url: str | None = None
+    redis_timeout_s: float = Field(0.5, gt=0)
+    admin_token: SecretStr | None = None
+
+    latency: LatencySettings = Field(default_factory=LatencySettings)
+    output: OutputSettings = Field(default_factory=OutputSettings)
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    stream: StreamSettings = Field(default_factory=StreamSettings)
+
+    @model_validator(mode="after")
+    def _check_redis_url(self) -> Settings:
+        if self.redis_url is not None and not self.redis_url.startswith(
+            ("redis://", "rediss://", "unix://")
+        ):
+            raise ValueError(f"redis_url={self.redis_url!r} must start with redis://, rediss://")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = config_file_path()
+        if config_file is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
+        return tuple(sources)
+
+    def masked(self) -> dict[str, Any]:
+        """The settings as printed at start: secrets masked, credentials cut from URLs."""
+        data = self.model_dump(mode="json")
+        if self.admin_token is not None:
+            data["admin_token"] = "********"
+        if self.redis_url and "@" in self.redis_url:
+            scheme, _, rest = self.redis_url.partition("://")
+            data["redis_url"] = f"{scheme}://********@{rest.rpartition('@')[2]}"
+        return data
+
+
+class SettingsError(Exception):
+    """Invalid settings; the message names every offending key and its value."""
+
+
+def config_file_path() -> Path | None:
+    # The one place that reads the file location from the environment: it must be known
+    # before the settings themselves can be built.
+    named = os.environ.get("APP_CONFIG_FILE")
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise SettingsError(f"APP_CONFIG_FILE={named!r}: no such file")
+        return path
+    return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.is_file() else None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build and validate the settings, turning pydantic's report into one readable message."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            key = ".".join(str(part) for part in error["loc"]) or "settings"
+            value = error.get("input")
+            problems.append(f"{key}={value!r}: {error['msg']}")
+        raise SettingsError("invalid settings: " + "; ".join(problems)) from None

@@ -1,0 +1,201 @@
+"""The OpenAI chat-completions wire format: request validation and response encoding.
+
+Stream events are built from byte templates rather than by serialising a dict per event: only the
+token text is JSON-encoded per event. At chunk size 1 this is the dominant per-event cost, and the
+template halves it (measured in ``bench/target_stream.py``). The output is byte-for-byte what
+``json.dumps`` of the same chunk would give, minus whitespace.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from target_service.errors import InvalidRequest
+
+DONE_EVENT = b"data: [DONE]\n\n"
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text or "" for part in self.content)
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """The fields the simulator acts on; other OpenAI parameters are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    n: int = Field(1, ge=1, le=1)
+    seed: int | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    user: str | None = None
+    # Extensions (send them with the SDK's extra_body=):
+    ignore_eos: bool = False
+    chunk_size: int | None = Field(None, ge=1, le=4096)
+
+    @model_validator(mode="after")
+    def _usage_needs_stream(self) -> ChatCompletionRequest:
+        if self.stream_options is not None and not self.stream:
+            raise ValueError("stream_options is only allowed when stream is true")
+        return self
+
+    @property
+    def include_usage(self) -> bool:
+        return self.stream_options is not None and self.stream_options.include_usage
+
+    def requested_max_tokens(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+    def prompt_text(self) -> str:
+        return "\n".join(message.text() for message in self.messages)
+
+
+def parse_chat_request(body: bytes) -> ChatCompletionRequest:
+    """Validate a request body; every failure becomes a 400 naming the parameter."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(
+            f"request body is not valid JSON: {exc.msg} at position {exc.pos}",
+            code="invalid_json",
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidRequest("request body must be a JSON object", code="invalid_json")
+    try:
+        return ChatCompletionRequest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        param = ".".join(str(part) for part in first["loc"]) or None
+        message = first["msg"].removeprefix("Value error, ")
+        text = f"invalid value for '{param}': {message}" if param else message
+        raise InvalidRequest(text, code="invalid_value", param=param) from None
+
+
+class ChunkEncoder:
+    """Encodes one completion's SSE events (``data: {...}\\n\\n``)."""
+
+    def __init__(self, completion_id: str, created: int, model: str, include_usage: bool) -> None:
+        usage = ',"usage":null' if include_usage else ""
+        head = (
+            f'data: {{"id":"{completion_id}","object":"chat.completion.chunk",'
+            f'"created":{created},"model":{orjson.dumps(model).decode()},'
+            f'"system_fingerprint":"ramplab-sim","choices":[{{"index":0,"delta":'
+        )
+        self._head = head.encode()
+        self._tail_open = f',"logprobs":null,"finish_reason":null}}]{usage}}}\n\n'.encode()
+        self._usage_tail = usage.encode()
+        self._meta = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "system_fingerprint": "ramplab-sim",
+        }
+
+    def role(self) -> bytes:
+        return self._head + b'{"role":"assistant","content":""}' + self._tail_open
+
+    def content(self, text: str) -> bytes:
+        return self._head + b'{"content":' + orjson.dumps(text) + b"}" + self._tail_open
+
+    def finish(self, reason: str) -> bytes:
+        return (
+            self._head
+            + b'{},"logprobs":null,"finish_reason":"'
+            + reason.encode()
+            + b'"}]'
+            + self._usage_tail
+            + b"}\n\n"
+        )
+
+    def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:
+        payload = {
+            **self._meta,
+            "choices": [],
+            "usage": usage_body(prompt_tokens, completion_tokens),
+        }
+        return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+    @staticmethod
+    def error(message: str, error_type: str, code: str) -> bytes:
+        body = {"error": {"message": message, "type": error_type, "code": code}}
+        return b"event: error\ndata: " + orjson.dumps(body) + b"\n\n"
+
+    @staticmethod
+    def comment(name: str, payload: dict[str, Any]) -> bytes:
+        """An SSE comment line: every SSE parser, the openai SDK's included, discards it."""
+        return b": " + name.encode() + b" " + orjson.dumps(payload) + b"\n\n"
+
+
+def usage_body(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def completion_body(
+    completion_id: str,
+    created: int,
+    model: str,
+    text: str,
+    finish_reason: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+) -> dict[str, Any]:
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "system_fingerprint": "ramplab-sim",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": finish_reason,
+            }
+        ],
+        "usage": usage_body(prompt_tokens, completion_tokens),
+    }
+
+
+def models_body(models: list[str], created: int) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": [
+            {"id": name, "object": "model", "created": created, "owned_by": "ramplab"}
+            for name in models
+        ],
+    }
