@@ -1,0 +1,1 @@
+"""ramplab: open-loop, distributed load generation for streaming LLM APIs."""

@@ -1,0 +1,62 @@
+"""The per-request record: one line of ``requests.jsonl`` per attempt chain.
+
+Times are in milliseconds unless the name says otherwise; ``*_start`` fields are Unix epoch
+seconds (wall clock, so workers' records can be merged), every duration is measured on the
+monotonic clock. ``ttft_ms``/``ttlt_ms`` count from the *intended* start (what the schedule asked
+for); ``*_send_ms`` from the actual send, so a late client (coordinated omission) is visible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+TokenSource = Literal["usage", "tokenizer"]
+
+
+@dataclass(slots=True)
+class AttemptRecord:
+    """One HTTP attempt inside a request's retry chain."""
+
+    attempt: int  # 1-based
+    start: float  # epoch seconds of the send
+    status: int | None  # HTTP status, None when no response arrived
+    error_kind: str | None  # None on success; see docs/metrics.md for the kinds
+    duration_ms: float
+    retry_after_s: float | None = None  # what the server asked for, if anything
+    wait_before_ms: float = 0.0  # back-off slept before this attempt
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    request_id: str
+    worker: str
+    intended_start: float  # epoch seconds
+    actual_start: float  # epoch seconds of the first attempt's send
+    ok: bool
+    status: int | None  # final attempt's status
+    error_kind: str | None  # final attempt's error kind; None when ok
+    step: int | None = None  # load step index, set by the arrival engine
+    target_qps: float | None = None
+    attempts: int = 1
+    attempt_log: list[AttemptRecord] = field(default_factory=list)
+    total_ms: float | None = None  # intended start → final outcome, waits included
+    lateness_ms: float = 0.0  # actual_start − intended_start
+    ttfb_ms: float | None = None
+    ttft_ms: float | None = None
+    ttft_send_ms: float | None = None
+    ttlt_ms: float | None = None
+    ttlt_send_ms: float | None = None
+    tpot_ms: float | None = None
+    itl_ms: list[float] = field(default_factory=list)
+    phases_ms: dict[str, float] = field(default_factory=dict)
+    server_timing_ms: dict[str, float] = field(default_factory=dict)
+    output_tokens: int | None = None
+    output_tokens_source: TokenSource | None = None
+    prompt_tokens: int | None = None
+    bytes_received: int = 0
+    events: int = 0
+    slo_ok: bool | None = None  # met every campaign SLO (goodput), None when no SLOs are set
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
