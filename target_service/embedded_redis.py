@@ -30,7 +30,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 class EmbeddedRedis:
-    """One ``redis-server`` process on 127.0.0.1; ``start()`` again after ``stop()`` reuses the port."""
+    """One ``redis-server`` on 127.0.0.1; ``start()`` after ``stop()`` reuses the same port."""
 
     def __init__(self, port: int | None = None, maxclients: int = 10000) -> None:
         self.host = "127.0.0.1"
@@ -50,14 +50,21 @@ class EmbeddedRedis:
         self._process = subprocess.Popen(
             [
                 redis_server_binary(),
-                "--bind", self.host,
-                "--port", str(self.port),
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", self._dir.name,
-                "--maxclients", str(self.maxclients),
-                "--logfile", str(log),
-            ],  # fmt: skip
+                "--bind",
+                self.host,
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self._dir.name,
+                "--maxclients",
+                str(self.maxclients),
+                "--logfile",
+                str(log),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

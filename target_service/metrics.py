@@ -121,6 +121,6 @@ class TargetMetrics:
     def render(self) -> bytes:
         if self.multiproc_dir:
             merged = CollectorRegistry()
-            MultiProcessCollector(merged, path=self.multiproc_dir)
+            MultiProcessCollector(merged, path=self.multiproc_dir)  # type: ignore[no-untyped-call]
             return generate_latest(merged)
         return generate_latest(self.registry)

@@ -24,7 +24,9 @@ def _runtime(request: Request) -> Runtime:
     return runtime
 
 
-def json_response(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+def json_response(
+    body: object, status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
     return Response(
         orjson.dumps(body), status_code=status, media_type="application/json", headers=headers
     )

@@ -17,6 +17,7 @@ A cancelled waiter (the client went away) leaves the queue at once and never tak
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Callable
 from typing import Literal
@@ -93,10 +94,8 @@ class Scheduler:
         return Slot(self)
 
     def _forget(self, waiter: asyncio.Future[None]) -> None:
-        try:
+        with contextlib.suppress(ValueError):
             self._waiters.remove(waiter)
-        except ValueError:
-            pass
         self._notify()
 
     def _grant_next(self) -> bool:
@@ -175,7 +174,5 @@ def build_scheduler(
     observer: Observer | None = None,
 ) -> Scheduler:
     if kind == "static":
-        return StaticScheduler(
-            max_num_seqs, max_waiting, queue_timeout_s, batch_window_s, observer
-        )
+        return StaticScheduler(max_num_seqs, max_waiting, queue_timeout_s, batch_window_s, observer)
     return ContinuousScheduler(max_num_seqs, max_waiting, queue_timeout_s, observer)

@@ -66,7 +66,9 @@ def serve(settings: Settings) -> None:
 
 @cli.command()
 def main(
-    host: Annotated[str | None, typer.Option(help="Address to bind (default from settings).")] = None,
+    host: Annotated[
+        str | None, typer.Option(help="Address to bind (default from settings).")
+    ] = None,
     port: Annotated[int | None, typer.Option(help="Port to bind; 0 picks a free one.")] = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes sharing the port.")] = None,
 ) -> None:

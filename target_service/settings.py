@@ -3,7 +3,8 @@
 Sources, lowest to highest precedence: the defaults below, the TOML file (``configs/app.toml``, or
 the file named by ``APP_CONFIG_FILE``), then ``APP_*`` environment variables, where nested keys use
 ``__`` (``APP_SCHEDULER__MAX_NUM_SEQS=8``). This mirrors the study's §5 example (Viper: file ``app``
-in ``./configs``, prefix ``APP_``). The defaults here equal ``configs/app.toml``; a test keeps them so.
+in ``./configs``, prefix ``APP_``). The defaults here equal ``configs/app.toml``; a test keeps
+them so.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class Settings(BaseSettings):
         """The settings as printed at start: secrets masked, credentials cut from URLs."""
         data = self.model_dump(mode="json")
         if self.admin_token is not None:
-            data["admin_token"] = "********"
+            data["admin_token"] = "********"  # noqa: S105 - the mask, not a secret
         if self.redis_url and "@" in self.redis_url:
             scheme, _, rest = self.redis_url.partition("://")
             data["redis_url"] = f"{scheme}://********@{rest.rpartition('@')[2]}"

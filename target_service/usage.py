@@ -31,6 +31,4 @@ class UsageStore:
 
     async def totals(self, client: str) -> dict[str, int]:
         raw = await self._redis.hgetall(KEY_PREFIX + client)
-        return {
-            (k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()
-        }
+        return {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}

@@ -12,13 +12,14 @@ from pathlib import Path
 from types import TracebackType
 
 import httpx
-
 from target_service.embedded_redis import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def wait_http_ok(url: str, timeout_s: float = 20.0, process: subprocess.Popen[bytes] | None = None) -> None:
+def wait_http_ok(
+    url: str, timeout_s: float = 20.0, process: subprocess.Popen[bytes] | None = None
+) -> None:
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -45,7 +46,11 @@ class TargetProcess:
     ) -> None:
         self.port = port or free_port()
         self.workers = workers
-        self.env = {**os.environ, "APP_CONFIG_FILE": str(REPO / "configs" / "app.toml"), **(env or {})}
+        self.env = {
+            **os.environ,
+            "APP_CONFIG_FILE": str(REPO / "configs" / "app.toml"),
+            **(env or {}),
+        }
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
         self._log = None
