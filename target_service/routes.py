@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 
 import orjson
@@ -71,7 +72,8 @@ async def get_model(request: Request) -> Response:
 
 
 async def healthz(request: Request) -> Response:
-    return json_response({"status": "ok"})
+    # The pid lets a caller see which of several worker processes answered.
+    return json_response({"status": "ok", "pid": os.getpid()})
 
 
 async def readyz(request: Request) -> Response:

@@ -149,7 +149,9 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            key = ".".join(str(part) for part in error["loc"]) or "settings"
+            parts = [str(part) for part in error["loc"]]
+            key = ".".join(parts) or "settings"
+            env = "APP_" + "__".join(parts).upper()
             value = error.get("input")
-            problems.append(f"{key}={value!r}: {error['msg']}")
+            problems.append(f"{key}={value!r} (env {env}): {error['msg']}")
         raise SettingsError("invalid settings: " + "; ".join(problems)) from None

@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from target_service.embedded_redis import EmbeddedRedis
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import TracebackType
 
 import httpx
+
 from target_service.embedded_redis import free_port
 
 REPO = Path(__file__).resolve().parents[2]

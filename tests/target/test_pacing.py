@@ -1,0 +1,108 @@
+"""Served timings follow the inference model: prefill, per-token gaps, no drift."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+
+import httpx
+
+from tests.target.conftest import StartTarget
+
+MODEL = "ramplab-sim-1"
+
+
+# One client for all requests: building an httpx client (its SSL context) costs tens of ms.
+CLIENT = httpx.Client(timeout=30)
+
+
+def timed_stream(url: str, body: dict[str, object]) -> tuple[float, list[float]]:
+    """(time to first content event, arrival times of content events), perf_counter seconds."""
+    arrivals: list[float] = []
+    buffer = b""
+    start = time.perf_counter()
+    with CLIENT.stream("POST", url + "/v1/chat/completions", json=body) as response:
+        assert response.status_code == 200
+        for raw in response.iter_raw():
+            now = time.perf_counter()
+            buffer += raw
+            while b"\n\n" in buffer:
+                event, buffer = buffer.split(b"\n\n", 1)
+                if b'"content":"' in event and b'"role"' not in event:
+                    arrivals.append(now)
+    return arrivals[0] - start, arrivals
+
+
+def test_prefill_time_grows_per_prompt_token(start_target: StartTarget) -> None:
+    target = start_target(
+        {"APP_LATENCY__PREFILL_OVERHEAD_MS": "30", "APP_LATENCY__PREFILL_PER_TOKEN_MS": "1"}
+    )
+
+    def median_ttft(words: int) -> float:
+        body = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "word " * words}],
+            "stream": True,
+            "max_tokens": 2,
+            "ignore_eos": True,
+        }
+        return statistics.median(timed_stream(target.url, body)[0] for _ in range(5))
+
+    short, long = median_ttft(10), median_ttft(110)
+    # 100 more prompt tokens x 1 ms. Network and parsing costs are the same for both and
+    # cancel in the difference; 8 ms covers asyncio's 1 ms timer rounding plus scheduling
+    # noise on a shared 2-core machine (medians of 5 keep one slow run from deciding).
+    assert abs((long - short) - 0.100) < 0.008
+    assert short >= 0.030 + 0.010  # overhead + 10 tokens: the model's floor, never undercut
+
+
+def test_inter_token_gaps_without_drift_over_512_tokens(start_target: StartTarget) -> None:
+    target = start_target({"APP_LATENCY__ITL_MS": "5"})
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "go"}],
+        "stream": True,
+        "max_tokens": 512,
+        "ignore_eos": True,
+    }
+    _, arrivals = timed_stream(target.url, body)
+    assert len(arrivals) == 512
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    assert abs(statistics.median(gaps) - 0.005) < 0.0015
+    # Paced against absolute deadlines, the 511 gaps add up to 511 x 5 ms with no accumulated
+    # error; a relative sleep would lose ~0.1-1 ms per token (50-500 ms here). 25 ms bounds
+    # the lateness of the last event alone, which is a single scheduling delay.
+    span = arrivals[-1] - arrivals[0]
+    assert abs(span - 511 * 0.005) < 0.025
+
+
+def test_chunk_size_sets_tokens_per_event_and_per_token_gaps(start_target: StartTarget) -> None:
+    target = start_target({"APP_LATENCY__ITL_MS": "5"})
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "go"}],
+        "stream": True,
+        "max_tokens": 64,
+        "ignore_eos": True,
+        "chunk_size": 8,
+    }
+    _, arrivals = timed_stream(target.url, body)
+    assert len(arrivals) == 8
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    # Each event carries 8 tokens due 5 ms apart: 40 ms between events.
+    assert abs(statistics.median(gaps) - 0.040) < 0.003
+
+
+def test_event_sleep_accumulates_like_the_studys_pause(start_target: StartTarget) -> None:
+    target = start_target({"APP_LATENCY__ITL_MS": "0", "APP_STREAM__EVENT_SLEEP_MS": "10"})
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "go"}],
+        "stream": True,
+        "max_tokens": 20,
+        "ignore_eos": True,
+    }
+    _, arrivals = timed_stream(target.url, body)
+    # 20 events, a 10 ms pause after each: the last arrives >= 190 ms after the first.
+    assert arrivals[-1] - arrivals[0] >= 0.190
