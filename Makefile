@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Debian packages named after the command they provide (prometheus brings promtool too).
+SYSTEM_TOOLS ?= prometheus
 
 .PHONY: demo test check lint typecheck bench system-deps clean
 
@@ -15,7 +17,7 @@ $(STAMP): pyproject.toml
 
 # System tools the tests use; installed with apt-get only when root and missing.
 system-deps:
-	@bash scripts/system-deps.sh
+	@RAMPLAB_SYSTEM_TOOLS="$(SYSTEM_TOOLS)" bash scripts/system-deps.sh
 
 demo: $(STAMP)
 	$(BIN)/python -m ramplab.demo
