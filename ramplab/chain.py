@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import httpx
 
 from ramplab.attempt import AttemptResult, run_attempt
+from ramplab.auth import AuthError
 from ramplab.record import AttemptRecord, RequestRecord
 from ramplab.retry.base import AttemptOutcome, NoRetry, RetryPolicy
 from ramplab.tokens import ApproxTokenCounter, TokenCounter
@@ -48,7 +49,9 @@ class Endpoint:
     total_timeout_s: float | None = None
 
 
-def allocate_tokens(texts: list[str], total: int | None, per_event: int | None, counter: TokenCounter) -> list[int]:
+def allocate_tokens(
+    texts: list[str], total: int | None, per_event: int | None, counter: TokenCounter
+) -> list[int]:
     """Tokens carried by each token-bearing event, summing to ``total`` when it is known.
 
     In order of preference: the server's declared tokens per event (last event takes the
@@ -134,11 +137,25 @@ class RequestChain:
         while number < 1000:  # bounded; policies stop far earlier
             number += 1
             if not self.retry.admit():
-                return self._rejected(intended, intended_epoch, log, last, first_sent, step, target_qps)
-            extra = {**(headers or {}), **self.auth.headers()}
-            result = run_attempt(
-                self.client, self.endpoint.url, body, extra, self.endpoint.total_timeout_s, self.clock, self.wall
-            )
+                return self._rejected(
+                    intended, intended_epoch, log, last, first_sent, step, target_qps
+                )
+            try:
+                extra = {**(headers or {}), **self.auth.headers()}
+            except AuthError as exc:
+                result = AttemptResult(sent_at=self.clock(), sent_epoch=self.wall())
+                result.error_kind, result.error_detail = "auth_error", str(exc)
+                result.ended_at = result.sent_at
+            else:
+                result = run_attempt(
+                    self.client,
+                    self.endpoint.url,
+                    body,
+                    extra,
+                    self.endpoint.total_timeout_s,
+                    self.clock,
+                    self.wall,
+                )
             if first_sent is None:
                 first_sent = result.sent_at
             log.append(_attempt_record(number, result, waited))
@@ -147,7 +164,9 @@ class RequestChain:
             if result.status == 401 and not refreshed and self.auth.refresh():
                 refreshed = True  # new credentials, one more try; not a server failure
                 continue
-            outcome = AttemptOutcome(number, result.ok, result.status, result.error_kind, result.retry_after_s)
+            outcome = AttemptOutcome(
+                number, result.ok, result.status, result.error_kind, result.retry_after_s
+            )
             self.retry.record(outcome)
             if result.ok:
                 break
@@ -156,7 +175,8 @@ class RequestChain:
                 break
             waited = max(delay, 0.0)
             self.sleep(waited)
-        assert last is not None and first_sent is not None
+        assert last is not None
+        assert first_sent is not None
         return self._record(intended, intended_epoch, first_sent, log, last, step, target_qps)
 
     def _rejected(

@@ -190,10 +190,14 @@ class PhaseTrace:
             out["connect"] = 0.0  # a reused keep-alive connection
         tls = self._span("connection.start_tls.started", "connection.start_tls.complete")
         out["tls"] = (tls or 0.0) * 1000.0
-        send = self._span("http11.send_request_headers.started", "http11.send_request_body.complete")
+        send = self._span(
+            "http11.send_request_headers.started", "http11.send_request_body.complete"
+        )
         if send is not None:
             out["send"] = send * 1000.0
-        wait = self._span("http11.send_request_body.complete", "http11.receive_response_headers.complete")
+        wait = self._span(
+            "http11.send_request_body.complete", "http11.receive_response_headers.complete"
+        )
         if wait is not None:
             out["wait"] = wait * 1000.0
         return out

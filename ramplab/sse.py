@@ -21,7 +21,9 @@ class SSEEvent:
     data: str
     event: str = "message"
     comment: str | None = None
-    first_byte_at: float = 0.0  # monotonic seconds: arrival of the chunk with the event's first byte
+    first_byte_at: float = (
+        0.0  # monotonic seconds: arrival of the chunk with the event's first byte
+    )
     completed_at: float = 0.0  # monotonic seconds: arrival of the chunk that completed it
     id: str | None = None
 
@@ -87,7 +89,9 @@ class SSEParser:
                     SSEEvent(
                         data="\n".join(self._data),
                         event=self._event or "message",
-                        first_byte_at=self._event_start if self._event_start is not None else started,
+                        first_byte_at=self._event_start
+                        if self._event_start is not None
+                        else started,
                         completed_at=arrived_at,
                         id=self._id,
                     )

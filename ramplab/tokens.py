@@ -20,7 +20,7 @@ class TokenCounter(Protocol):
 
 
 class ApproxTokenCounter:
-    """~4-character word pieces plus one token per punctuation mark; at least 1 for non-empty text."""
+    """~4-character word pieces plus one per punctuation mark; at least 1 for any text."""
 
     def count(self, text: str) -> int:
         n = sum((len(piece) + 3) // 4 for piece in _PIECES.findall(text))

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
 import pytest
-
 from ramplab.sse import SSEParser
 
 STREAM = (
     b'data: {"a":1}\n\n'
-    b"event: error\ndata: {\"error\":{}}\n\n"
-    b": ramplab-timing {\"x\":1}\n\n"
+    b'event: error\ndata: {"error":{}}\n\n'
+    b': ramplab-timing {"x":1}\n\n'
     b"data: line1\ndata: line2\n\n"
     b"data: [DONE]\n\n"
 )
