@@ -243,8 +243,9 @@ class RequestChain:
             error_detail=last.error_detail,
         )
         phases = dict(last.phases_ms)
-        if last.first_byte_at is not None:
-            record.ttfb_ms = (last.first_byte_at - last.sent_at) * ms
+        if last.headers_at is not None:
+            # The response's first byte is its status line; httpcore reads the head in one go.
+            record.ttfb_ms = (last.headers_at - last.sent_at) * ms
         events = last.token_events
         if events:
             first, final = events[0].at, events[-1].at
@@ -252,8 +253,8 @@ class RequestChain:
             record.ttft_send_ms = (first - last.sent_at) * ms
             record.ttlt_ms = (final - intended) * ms
             record.ttlt_send_ms = (final - last.sent_at) * ms
-            if last.first_byte_at is not None:
-                phases["first_token"] = (first - last.first_byte_at) * ms
+            if last.headers_at is not None:
+                phases["first_token"] = (first - last.headers_at) * ms
             phases["stream"] = (final - first) * ms
             usage_total = last.completion_tokens if last.ok or last.saw_done else None
             counts = allocate_tokens(
