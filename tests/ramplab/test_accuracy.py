@@ -15,10 +15,10 @@ import statistics
 from collections.abc import Iterator
 
 import pytest
-
 from ramplab.chain import Endpoint, RequestChain
 from ramplab.client import ClientOptions, make_client
 from ramplab.record import RequestRecord
+
 from tests.support.processes import TargetProcess
 
 PREFILL_MS = 40.0
@@ -106,6 +106,8 @@ def test_phases_add_up_on_plain_http(target: TargetProcess) -> None:
     assert first.phases_ms["connect"] > 0
     assert first.phases_ms["tls"] == 0.0
     assert second.phases_ms["connect"] == 0.0  # keep-alive reused the connection
-    total = sum(first.phases_ms[p] for p in ("dns", "connect", "send", "wait", "first_token", "stream"))
+    total = sum(
+        first.phases_ms[p] for p in ("dns", "connect", "send", "wait", "first_token", "stream")
+    )
     assert first.ttlt_send_ms is not None
     assert total == pytest.approx(first.ttlt_send_ms, abs=2.0)

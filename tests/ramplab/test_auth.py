@@ -16,10 +16,10 @@ import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-
 from ramplab.auth import AuthError, JwtAuth, StaticKeyAuth
 from ramplab.chain import Endpoint, RequestChain
 from ramplab.client import ClientOptions, make_client
+
 from tests.ramplab.tiny_server import DONE, ROLE, Reply, TinyServer, chunk, usage
 
 ROTATE_EVERY = 4
@@ -28,7 +28,9 @@ BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream":
 
 class TokenServer:
     def __init__(self) -> None:
-        self.keys = [rsa.generate_private_key(public_exponent=65537, key_size=2048) for _ in range(2)]
+        self.keys = [
+            rsa.generate_private_key(public_exponent=65537, key_size=2048) for _ in range(2)
+        ]
         self.kids = ["k0", "k1"]  # [previous, current]
         self.counter = 0
         self.next_kid = 2
@@ -112,21 +114,29 @@ def test_refresh_before_expiry_without_any_401() -> None:
     assert len(issued) == 2
 
 
-def test_bad_credentials_are_an_auth_error_not_a_crash(tokens: tuple[TokenServer, TinyServer]) -> None:
+def test_bad_credentials_are_an_auth_error_not_a_crash(
+    tokens: tuple[TokenServer, TinyServer],
+) -> None:
     _, srv = tokens
     with make_client(ClientOptions()) as client:
         auth = JwtAuth(client, srv.url + "/v1/auth/token", "c1", "wrong")
         with pytest.raises(AuthError, match="answered 401"):
             auth.headers()
-        record = RequestChain(client, Endpoint(srv.url + "/v1/chat/completions"), auth=auth).run(BODY)
+        record = RequestChain(client, Endpoint(srv.url + "/v1/chat/completions"), auth=auth).run(
+            BODY
+        )
     assert record.error_kind == "auth_error"
     assert not record.ok
 
 
-def test_static_key_is_sent_and_a_401_is_not_retried(tokens: tuple[TokenServer, TinyServer]) -> None:
+def test_static_key_is_sent_and_a_401_is_not_retried(
+    tokens: tuple[TokenServer, TinyServer],
+) -> None:
     _, srv = tokens
     with make_client(ClientOptions()) as client:
-        chain = RequestChain(client, Endpoint(srv.url + "/v1/chat/completions"), auth=StaticKeyAuth("nope"))
+        chain = RequestChain(
+            client, Endpoint(srv.url + "/v1/chat/completions"), auth=StaticKeyAuth("nope")
+        )
         record = chain.run(BODY)
     assert record.error_kind == "auth_error"
     assert record.status == 401

@@ -11,10 +11,10 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-
 from ramplab.chain import Endpoint, RequestChain
 from ramplab.client import ClientOptions, make_client
 from ramplab.record import RequestRecord
+
 from tests.ramplab.tiny_server import DONE, ROLE, Reply, TinyServer, chunk, usage
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
@@ -26,7 +26,9 @@ def handler(method: str, path: str, headers: dict[str, str], body: bytes) -> Rep
         case "/ok":
             return Reply(body=[ROLE, *tokens, usage(2), b": comment\n\n", DONE])
         case "/status500":
-            return Reply(500, {"content-type": "application/json"}, [b'{"error":{"message":"boom"}}'])
+            return Reply(
+                500, {"content-type": "application/json"}, [b'{"error":{"message":"boom"}}']
+            )
         case "/status429":
             return Reply(429, {"retry-after-ms": "1500", "retry-after": "2"}, [b"{}"])
         case "/unauthorized":
@@ -43,7 +45,11 @@ def handler(method: str, path: str, headers: dict[str, str], body: bytes) -> Rep
         case "/stall":
             return Reply(body=[ROLE, chunk(" a"), "stall"])
         case "/slow_total":
-            return Reply(body=[ROLE] + [b for _ in range(30) for b in (chunk(" a"), ("sleep", 0.05))] + [DONE])
+            return Reply(
+                body=[ROLE]
+                + [b for _ in range(30) for b in (chunk(" a"), ("sleep", 0.05))]
+                + [DONE]
+            )
     return Reply(404, {}, [b"{}"])
 
 

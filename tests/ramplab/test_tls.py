@@ -16,10 +16,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-
 from ramplab.chain import Endpoint, RequestChain
 from ramplab.client import ClientOptions, make_client
 from ramplab.record import RequestRecord
+
 from tests.ramplab.tiny_server import DONE, ROLE, Reply, TinyServer, chunk, usage
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
@@ -124,5 +124,7 @@ def test_dns_is_timed_and_cached(server: TinyServer, cert: tuple[Path, Path]) ->
     assert all(r.ok for r in cached), [r.error_detail for r in cached]
     assert cached[0].phases_ms["dns"] > 0
     assert cached[1].phases_ms["dns"] < cached[0].phases_ms["dns"]
-    uncached = run(url, ClientOptions(ca_file=str(cert[0]), reuse_connections=False, dns_cache=False), n=2)
+    uncached = run(
+        url, ClientOptions(ca_file=str(cert[0]), reuse_connections=False, dns_cache=False), n=2
+    )
     assert all(r.phases_ms["dns"] > 0 for r in uncached)

@@ -146,5 +146,8 @@ DONE = b"data: [DONE]\n\n"
 def usage(completion_tokens: int, prompt_tokens: int = 3) -> bytes:
     import json
 
-    data = {"choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}
+    data = {
+        "choices": [],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+    }
     return b"data: " + json.dumps(data).encode() + b"\n\n"
