@@ -158,3 +158,17 @@ def test_bad_option_exits_2_naming_it(target: TargetProcess) -> None:
     assert done.returncode == 2
     assert "--client-id" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_options_from_config_file_and_environment(target: TargetProcess, tmp_path: Path) -> None:
+    conf = tmp_path / "run.conf"
+    conf.write_text(f"max-tokens = 5\nignore-eos = true\nresults-dir = {tmp_path / 'conf'}\n")
+    done = subprocess.run(
+        [*LOCUST, "--config", str(conf), "--host", target.url, "--headless", "-u", "1", "-t", "2s"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "RAMPLAB_CHUNK_SIZE": "5"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = records(tmp_path / "conf" / "requests.jsonl")
+    assert lines
+    assert all(r["output_tokens"] == 5 and r["tokens_per_event"] == [5] for r in lines)
