@@ -111,3 +111,21 @@ def test_phases_add_up_on_plain_http(target: TargetProcess) -> None:
     )
     assert first.ttlt_send_ms is not None
     assert total == pytest.approx(first.ttlt_send_ms, abs=2.0)
+
+
+def test_non_streaming_request(target: TargetProcess) -> None:
+    body = {
+        "model": "ramplab-sim-1",
+        "messages": [{"role": "user", "content": "hello"}],
+        "max_tokens": 8,
+        "ignore_eos": True,
+    }
+    with make_client(ClientOptions()) as client:
+        record = RequestChain(client, Endpoint(target.url + "/v1/chat/completions")).run(body)
+    assert record.ok, record.error_detail
+    assert record.output_tokens == 8
+    assert record.output_tokens_source == "usage"
+    assert record.ttft_ms == record.ttlt_ms  # one body: the first token arrives with the last
+    assert record.ttlt_send_ms is not None
+    assert record.ttlt_send_ms >= PREFILL_MS + 7 * ITL_MS - 0.5
+    assert "decode" in record.server_timing_ms
