@@ -57,6 +57,8 @@ class RequestRecord:
     bytes_received: int = 0
     events: int = 0
     slo_ok: bool | None = None  # met every campaign SLO (goodput), None when no SLOs are set
+    error_detail: str | None = None  # what went wrong, for a person reading the record
+    tokens_per_event: list[int] = field(default_factory=list)  # per token-bearing event
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,211 @@
+"""The HTTP client the streaming user sends with: httpx, plus exact connection-phase timing.
+
+httpx's ``trace`` extension reports when httpcore starts and finishes TCP connect, TLS, request
+write and response headers, but its ``connect_tcp`` includes name resolution. To time DNS on its
+own (and to cache it when asked) the transport's connection pool gets a network backend that
+resolves the host itself, times ``getaddrinfo``, and hands back a stream that carries the figure;
+the trace callback picks it up from ``connection.connect_tcp.complete``.
+
+Switches (so their effect can be measured, §4.1): DNS caching, connection reuse (keep-alive vs a
+new connection per request), TLS verification (on unless turned off explicitly, custom CA bundle).
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpcore
+import httpx
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientOptions:
+    """How connections are made; one instance per user process."""
+
+    verify_tls: bool = True
+    ca_file: str | None = None
+    dns_cache: bool = True
+    reuse_connections: bool = True
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 60.0  # longest silence between two reads
+    max_connections: int = 10_000
+
+
+class _TimedStream(httpcore.NetworkStream):
+    """A network stream that remembers how long resolving its host took."""
+
+    def __init__(self, inner: httpcore.NetworkStream, dns_s: float) -> None:
+        self.inner = inner
+        self.dns_s = dns_s
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.inner.read(max_bytes, timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.inner.write(buffer, timeout)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        return _TimedStream(self.inner.start_tls(ssl_context, server_hostname, timeout), 0.0)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
+class TimedBackend(httpcore.NetworkBackend):
+    """Resolves names itself (timed, optionally cached), then connects to the address."""
+
+    def __init__(self, cache: bool, clock: Clock = time.perf_counter) -> None:
+        self._inner = httpcore.SyncBackend()
+        self._cache: dict[tuple[str, int], str] | None = {} if cache else None
+        self._lock = threading.Lock()
+        self._clock = clock
+
+    def _resolve(self, host: str, port: int, timeout: float | None) -> str:
+        key = (host, port)
+        if self._cache is not None:
+            with self._lock:
+                cached = self._cache.get(key)
+            if cached is not None:
+                return cached
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
+        address = str(infos[0][4][0])
+        if self._cache is not None:
+            with self._lock:
+                self._cache[key] = address
+        return address
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        started = self._clock()
+        address = self._resolve(host, port, timeout)
+        dns_s = self._clock() - started
+        stream = self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
+        return _TimedStream(stream, dns_s)
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        return self._inner.connect_unix_socket(path, timeout, socket_options)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def ssl_context(options: ClientOptions) -> ssl.SSLContext:
+    """Verification on by default; ``verify_tls=False`` is the only way to turn it off."""
+    if not options.verify_tls:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    return ssl.create_default_context(cafile=options.ca_file)
+
+
+class TimedTransport(httpx.HTTPTransport):
+    """``httpx.HTTPTransport`` whose pool uses ``TimedBackend`` and the reuse switch."""
+
+    def __init__(self, options: ClientOptions, clock: Clock = time.perf_counter) -> None:
+        super().__init__()
+        # Replacing the pool is the one way to give httpx's own transport a network backend;
+        # httpx is pinned below 0.29, where ``_pool`` is what ``handle_request`` uses.
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=ssl_context(options),
+            max_connections=options.max_connections,
+            max_keepalive_connections=None if options.reuse_connections else 0,
+            keepalive_expiry=None if options.reuse_connections else 0.0,
+            network_backend=TimedBackend(options.dns_cache, clock),
+        )
+
+
+def make_client(options: ClientOptions, clock: Clock = time.perf_counter) -> httpx.Client:
+    timeout = httpx.Timeout(
+        connect=options.connect_timeout_s,
+        read=options.read_timeout_s,
+        write=options.read_timeout_s,
+        pool=options.connect_timeout_s,
+    )
+    return httpx.Client(transport=TimedTransport(options, clock), timeout=timeout)
+
+
+@dataclass(slots=True)
+class PhaseTrace:
+    """Collects httpcore trace events of one request as monotonic timestamps (seconds)."""
+
+    clock: Clock = time.perf_counter
+    marks: dict[str, float] = field(default_factory=dict)
+    dns_s: float | None = None
+
+    def __call__(self, name: str, info: dict[str, Any]) -> None:
+        now = self.clock()
+        # The first occurrence wins: httpcore may retry a stale keep-alive connection.
+        self.marks.setdefault(name, now)
+        if name == "connection.connect_tcp.complete":
+            stream = info.get("return_value")
+            if isinstance(stream, _TimedStream):
+                self.dns_s = stream.dns_s
+
+    def _span(self, start: str, end: str) -> float | None:
+        a = self.marks.get(start)
+        b = self.marks.get(end)
+        return None if a is None or b is None else b - a
+
+    def phases_ms(self) -> dict[str, float]:
+        """dns, connect, tls, send and wait (request written → response headers), in ms."""
+        out: dict[str, float] = {}
+        tcp = self._span("connection.connect_tcp.started", "connection.connect_tcp.complete")
+        if tcp is not None:
+            dns = self.dns_s or 0.0
+            out["dns"] = dns * 1000.0
+            out["connect"] = max(tcp - dns, 0.0) * 1000.0
+        else:
+            out["dns"] = 0.0
+            out["connect"] = 0.0  # a reused keep-alive connection
+        tls = self._span("connection.start_tls.started", "connection.start_tls.complete")
+        out["tls"] = (tls or 0.0) * 1000.0
+        send = self._span(
+            "http11.send_request_headers.started", "http11.send_request_body.complete"
+        )
+        if send is not None:
+            out["send"] = send * 1000.0
+        wait = self._span(
+            "http11.send_request_body.complete", "http11.receive_response_headers.complete"
+        )
+        if wait is not None:
+            out["wait"] = wait * 1000.0
+        return out
+
+    @property
+    def headers_at(self) -> float | None:
+        return self.marks.get("http11.receive_response_headers.complete")
+
+    @property
+    def connected(self) -> bool:
+        return "connection.connect_tcp.complete" in self.marks

@@ -1,0 +1,174 @@
+"""Real ``locust`` processes against the real target: headless, killed midway, distributed."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from target_service.embedded_redis import free_port
+
+from tests.support.processes import REPO, TargetProcess
+
+pytestmark = pytest.mark.slow
+
+ENV = {"APP_LATENCY__ITL_MS": "5", "APP_LATENCY__ITL_JITTER_MS": "0"}
+LOCUST = [sys.executable, "-m", "locust", "-f", "locustfiles/llm_stream.py"]
+COMMON = ["--max-tokens", "12", "--ignore-eos", "--chunk-size", "2"]
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[TargetProcess]:
+    with TargetProcess(ENV) as proc:
+        yield proc
+
+
+def records(path: Path) -> list[dict[str, object]]:
+    text = path.read_text()
+    assert text.endswith("\n")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_headless_run_writes_results_and_locust_stats(
+    target: TargetProcess, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [*LOCUST, "--host", target.url, "--headless", "-u", "4", "-r", "4", "-t", "5s",
+         "--results-dir", str(out), "--csv", str(tmp_path / "stats"), "--only-summary", *COMMON],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = records(out / "requests.jsonl")
+    assert len(lines) > 10
+    assert all(r["ok"] for r in lines)
+    assert all(r["output_tokens"] == 12 and r["output_tokens_source"] == "usage" for r in lines)
+    assert all(r["tokens_per_event"] == [2] * 6 for r in lines)
+    summary = json.loads((out / "summary.json").read_text())
+    (step,) = summary["steps"]
+    assert step["requests"] == len(lines) == summary["requests"]
+    assert step["errors"] == {}
+    assert step["ttft_ms"]["p50"] is not None
+    assert step["ttft_ms"]["p50"] <= step["ttft_ms"]["p90"] <= step["ttft_ms"]["p99"]
+    for key in ("target_qps", "achieved_qps", "dropped", "goodput_qps", "output_tokens_per_s",
+                "itl_ms", "tpot_ms", "ttlt_ms"):  # fmt: skip
+        assert key in step
+    with (tmp_path / "stats_stats.csv").open() as handle:
+        names = {row["Name"]: row for row in csv.DictReader(handle)}
+    assert {"/v1/chat/completions", "ttft", "ttlt"} <= set(names)
+    # Locust writes its CSV a moment before the last requests finish; its printed summary is final.
+    assert 0 < int(names["ttft"]["Request Count"]) <= len(lines)
+    printed = re.search(r"SSE\s+ttft\s+(\d+)", done.stdout + done.stderr)
+    assert printed is not None
+    assert int(printed.group(1)) == len(lines)
+
+
+def test_killed_run_leaves_complete_lines(target: TargetProcess, tmp_path: Path) -> None:
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [*LOCUST, "--host", target.url, "--headless", "-u", "4", "-r", "4", "-t", "60s",
+         "--results-dir", str(out), *COMMON],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    path = out / "requests.jsonl"
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            if path.exists() and path.read_text().count("\n") >= 20:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("no 20 records within 40 s")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    lines = records(path)  # every line complete, the file ends with a newline
+    assert len(lines) >= 20
+    assert all(r["ok"] for r in lines)
+
+
+def test_distributed_run_gathers_one_set(target: TargetProcess, tmp_path: Path) -> None:
+    out = tmp_path / "dist"
+    port = free_port()
+    master = subprocess.Popen(
+        [*LOCUST, "--host", target.url, "--headless", "--master", "--master-bind-host", "127.0.0.1",
+         "--master-bind-port", str(port), "--expect-workers", "2", "-u", "4", "-r", "4", "-t", "6s",
+         "--results-dir", str(out), *COMMON],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        for _ in range(2):
+            workers.append(
+                subprocess.Popen(
+                    [
+                        *LOCUST,
+                        "--worker",
+                        "--master-host",
+                        "127.0.0.1",
+                        "--master-port",
+                        str(port),
+                        "--results-dir",
+                        str(tmp_path / "ignored"),
+                        *COMMON,
+                    ],
+                    cwd=REPO,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+        master.wait(60)
+        assert master.returncode == 0
+        for worker in workers:
+            worker.wait(30)
+    finally:
+        for proc in [master, *workers]:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    lines = records(out / "requests.jsonl")
+    assert len({r["worker"] for r in lines}) == 2
+    assert len({r["request_id"] for r in lines}) == len(lines)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["requests"] == len(lines)
+    assert not (tmp_path / "ignored").exists()
+
+
+def test_bad_option_exits_2_naming_it(target: TargetProcess) -> None:
+    done = subprocess.run(
+        [*LOCUST, "--host", target.url, "--headless", "-u", "1", "-t", "2s", "--max-tokens", "0"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--max-tokens" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = subprocess.run(
+        [*LOCUST, "--host", target.url, "--headless", "-u", "1", "-t", "2s", "--auth", "jwt"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--client-id" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_options_from_config_file_and_environment(target: TargetProcess, tmp_path: Path) -> None:
+    conf = tmp_path / "run.conf"
+    conf.write_text(f"max-tokens = 5\nignore-eos = true\nresults-dir = {tmp_path / 'conf'}\n")
+    done = subprocess.run(
+        [*LOCUST, "--config", str(conf), "--host", target.url, "--headless", "-u", "1", "-t", "2s"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "RAMPLAB_CHUNK_SIZE": "5"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = records(tmp_path / "conf" / "requests.jsonl")
+    assert lines
+    assert all(r["output_tokens"] == 5 and r["tokens_per_event"] == [5] for r in lines)
