@@ -15,10 +15,10 @@ import statistics
 from collections.abc import Iterator
 
 import pytest
+
 from ramplab.chain import Endpoint, RequestChain
 from ramplab.client import ClientOptions, make_client
 from ramplab.record import RequestRecord
-
 from tests.support.processes import TargetProcess
 
 PREFILL_MS = 40.0

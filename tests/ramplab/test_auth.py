@@ -16,10 +16,10 @@ import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+
 from ramplab.auth import AuthError, JwtAuth, StaticKeyAuth
 from ramplab.chain import Endpoint, RequestChain
 from ramplab.client import ClientOptions, make_client
-
 from tests.ramplab.tiny_server import DONE, ROLE, Reply, TinyServer, chunk, usage
 
 ROTATE_EVERY = 4

@@ -11,10 +11,10 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+
 from ramplab.chain import Endpoint, RequestChain
 from ramplab.client import ClientOptions, make_client
 from ramplab.record import RequestRecord
-
 from tests.ramplab.tiny_server import DONE, ROLE, Reply, TinyServer, chunk, usage
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from ramplab.chain import allocate_tokens
 from ramplab.histogram import LatencyHistogram
 from ramplab.settings import OptionError, UserSettings, _json_object, _positive_int

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from target_service.embedded_redis import free_port
 
+from target_service.embedded_redis import free_port
 from tests.support.processes import REPO, TargetProcess
 
 pytestmark = pytest.mark.slow
