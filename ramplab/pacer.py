@@ -16,7 +16,7 @@ rate drifts below the target (vllm #21104).
 Clock, sleep and dispatch are passed in: under gevent they are ``time.monotonic``,
 ``gevent.sleep`` and a callback that starts a greenlet on a free user; in tests a fake clock
 whose ``sleep`` advances it. Sleeps are bounded by ``max_sleep_s`` so ``stop()`` and
-``replace_pending()`` (a re-split) take effect promptly without needing a wake-up event.
+``resplit()`` take effect promptly without needing a wake-up event.
 """
 
 from __future__ import annotations
@@ -108,9 +108,22 @@ class Pacer:
     def queued(self) -> int:
         return len(self._queue)
 
-    def replace_pending(self, indices: ArrayLike, offsets: ArrayLike) -> None:
-        """Replace the arrivals not yet due (after a re-split); overdue ones go out at once."""
-        self._set_pending(indices, offsets)
+    def resplit(self, indices: ArrayLike, offsets: ArrayLike, change_s: float) -> None:
+        """Membership changed at run offset ``change_s``: from then on, pace this new share.
+
+        Pending arrivals before ``change_s`` are kept (they were dealt under the old epoch);
+        those at or after it are replaced by the given ones at or after it, so passing the
+        worker's whole new share (``worker_share`` with the new epoch list) is correct.
+        """
+        old_idx = np.asarray(self._indices[self._cursor :], dtype=np.int64)
+        old_off = np.asarray(self._offsets[self._cursor :], dtype=np.float64)
+        new_idx = np.asarray(indices, dtype=np.int64)
+        new_off = np.asarray(offsets, dtype=np.float64)
+        keep, take = old_off < change_s, new_off >= change_s
+        self._set_pending(
+            np.concatenate([old_idx[keep], new_idx[take]]),
+            np.concatenate([old_off[keep], new_off[take]]),
+        )
 
     def stop(self) -> None:
         """Stop at the next wake-up; arrivals still pending or queued are not dispatched."""

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import gevent
 import gevent.pool
@@ -170,15 +171,23 @@ def test_bounded_queue_drops_the_overflow() -> None:
     assert stats.run().dispatched == 1
 
 
-def test_replace_pending_after_a_resplit_keeps_the_global_partition() -> None:
+def test_resplit_mid_run_keeps_the_global_partition() -> None:
     shape = parse_shape("50@4s")
     sched = build_schedule(shape, PoissonArrivals(), 3)
     before = [Epoch(0, ["a", "b"])]
     after = [Epoch(0, ["a", "b"]), Epoch(2.0, ["a", "b", "c"])]
     taken: dict[str, list[int]] = {"a": [], "b": [], "c": []}
+
+    def taker(w: str) -> Callable[[Arrival], bool]:
+        def take(arrival: Arrival) -> bool:
+            taken[w].append(arrival.index)
+            return True
+
+        return take
+
     clock = FakeClock()
     start = clock.t
-    pacers = {}
+    pacers: dict[str, Pacer] = {}
     for w in ("a", "b"):
         idx = worker_share(sched.offsets, before, w)
         pacers[w] = Pacer(
@@ -187,7 +196,7 @@ def test_replace_pending_after_a_resplit_keeps_the_global_partition() -> None:
             start=start,
             clock=clock,
             sleep=clock.sleep,
-            try_dispatch=lambda arr, w=w: taken[w].append(arr.index) is None,
+            try_dispatch=taker(w),
         )
     # run every worker up to t = 1.5 s, then the master announces the change at 2.0 s
     while clock.t < start + 1.5:
@@ -196,9 +205,8 @@ def test_replace_pending_after_a_resplit_keeps_the_global_partition() -> None:
         clock.t += 0.001
     for w in ("a", "b", "c"):
         idx = worker_share(sched.offsets, after, w)
-        idx = idx[sched.offsets[idx] >= clock.t - start]
         if w in pacers:
-            pacers[w].replace_pending(idx, sched.offsets[idx])
+            pacers[w].resplit(idx, sched.offsets[idx], change_s=2.0)
         else:
             pacers[w] = Pacer(
                 idx,
@@ -206,7 +214,7 @@ def test_replace_pending_after_a_resplit_keeps_the_global_partition() -> None:
                 start=start,
                 clock=clock,
                 sleep=clock.sleep,
-                try_dispatch=lambda arr: taken["c"].append(arr.index) is None,
+                try_dispatch=taker("c"),
             )
     while any(p.pending for p in pacers.values()):
         for p in pacers.values():
@@ -215,6 +223,7 @@ def test_replace_pending_after_a_resplit_keeps_the_global_partition() -> None:
     everything = sorted(taken["a"] + taken["b"] + taken["c"])
     assert everything == list(range(len(sched)))
     assert min(sched.offsets[taken["c"]]) >= 2.0
+    assert max(sched.offsets[taken["a"]]) > 3.5  # the old workers carry on after the change
 
 
 def test_real_gevent_pacer_2000_arrivals_at_200_per_s() -> None:
@@ -279,3 +288,26 @@ def test_user_sizer_warm_start_then_observed_mean() -> None:
     sizer.observe(10.0)  # window of 3: (2 + 3 + 10) / 3 = 5
     assert sizer.duration_s() == pytest.approx(5.0)
     assert sizer.users(100) == 500  # capped
+
+
+def test_resplit_keeps_pending_before_the_change_and_replaces_after() -> None:
+    clock = FakeClock()
+    got: list[int] = []
+
+    def take(arrival: Arrival) -> bool:
+        got.append(arrival.index)
+        return True
+
+    pacer = Pacer(
+        np.arange(10),
+        np.arange(10.0),
+        start=clock.t,
+        clock=clock,
+        sleep=clock.sleep,
+        try_dispatch=take,
+    )
+    pacer.step()  # dispatches index 0 (due at 0)
+    pacer.resplit([100, 101, 102], [4.5, 7.0, 8.0], change_s=5.0)
+    assert pacer.pending == 6
+    pacer.run()
+    assert got == [0, 1, 2, 3, 4, 101, 102]
