@@ -1,0 +1,184 @@
+"""One worker's pacer: hands each arrival of its share to a free user at the arrival's due time.
+
+Open loop means the schedule never waits for the server: at ``start + offset`` the arrival is
+offered to ``try_dispatch``; if no user is free it is **dropped and counted** (k6's
+``dropped_iterations``) — or, with ``overflow="queue"``, held in a FIFO and dispatched when a
+user frees up, its lateness recorded. Either way nothing is hidden: a dropped arrival is in
+``dropped_indices``, a late one carries its intended time to the user, who measures latency
+from it (coordinated omission stays visible).
+
+Why the pacer sleeps *until* a due time and re-reads the clock instead of sleeping a gap:
+each wake-up is late by the timer's resolution plus scheduling noise; with absolute due times
+that error stays per-arrival and the pacer catches up after a stall (several arrivals due at
+once are dispatched back to back), whereas relative sleeps add the errors up and the achieved
+rate drifts below the target (vllm #21104).
+
+Clock, sleep and dispatch are passed in: under gevent they are ``time.monotonic``,
+``gevent.sleep`` and a callback that starts a greenlet on a free user; in tests a fake clock
+whose ``sleep`` advances it. Sleeps are bounded by ``max_sleep_s`` so ``stop()`` and
+``resplit()`` take effect promptly without needing a wake-up event.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], object]
+Overflow = Literal["drop", "queue"]
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """One scheduled arrival as handed to a user."""
+
+    index: int  # position in the global schedule (the arrival's identity)
+    offset_s: float  # seconds from the run start
+    intended: float  # due time on the pacer's clock (start + offset_s)
+
+
+@dataclass(slots=True)
+class PacerStats:
+    dispatched: int = 0
+    dropped: int = 0
+    max_queue: int = 0
+    dropped_indices: list[int] = field(default_factory=list)
+    # clock() at dispatch − intended, per dispatched arrival, in dispatch order
+    lateness_s: list[float] = field(default_factory=list)
+
+    def lateness(self) -> NDArray[np.float64]:
+        return np.asarray(self.lateness_s, dtype=np.float64)
+
+
+class Pacer:
+    """Dispatches ``offsets`` (run offsets, sorted) relative to ``start`` on ``clock``."""
+
+    def __init__(
+        self,
+        indices: ArrayLike,
+        offsets: ArrayLike,
+        *,
+        start: float,
+        clock: Clock,
+        sleep: Sleep,
+        try_dispatch: Callable[[Arrival], bool],
+        overflow: Overflow = "drop",
+        max_queue: int | None = None,
+        poll_s: float = 0.001,
+        max_sleep_s: float = 0.1,
+    ) -> None:
+        if overflow not in ("drop", "queue"):
+            raise ValueError(f"overflow must be 'drop' or 'queue', got {overflow!r}")
+        self.start = start
+        self._clock = clock
+        self._sleep = sleep
+        self._try = try_dispatch
+        self.overflow: Overflow = overflow
+        self.max_queue = max_queue
+        self.poll_s = poll_s
+        self.max_sleep_s = max_sleep_s
+        self.stats = PacerStats()
+        self._queue: deque[Arrival] = deque()
+        self._stopped = False
+        self._set_pending(indices, offsets)
+
+    def _set_pending(self, indices: ArrayLike, offsets: ArrayLike) -> None:
+        idx = np.asarray(indices, dtype=np.int64)
+        off = np.asarray(offsets, dtype=np.float64)
+        if idx.shape != off.shape:
+            raise ValueError(f"{len(idx)} indices for {len(off)} offsets")
+        if off.size and np.any(np.diff(off) < 0):
+            raise ValueError("offsets must be sorted")
+        self._indices: Sequence[int] = idx.tolist()
+        self._offsets: Sequence[float] = off.tolist()
+        self._cursor = 0
+
+    @property
+    def pending(self) -> int:
+        """Arrivals not yet due (the queue excluded)."""
+        return len(self._offsets) - self._cursor
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def resplit(self, indices: ArrayLike, offsets: ArrayLike, change_s: float) -> None:
+        """Membership changed at run offset ``change_s``: from then on, pace this new share.
+
+        Pending arrivals before ``change_s`` are kept (they were dealt under the old epoch);
+        those at or after it are replaced by the given ones at or after it, so passing the
+        worker's whole new share (``worker_share`` with the new epoch list) is correct.
+        """
+        old_idx = np.asarray(self._indices[self._cursor :], dtype=np.int64)
+        old_off = np.asarray(self._offsets[self._cursor :], dtype=np.float64)
+        new_idx = np.asarray(indices, dtype=np.int64)
+        new_off = np.asarray(offsets, dtype=np.float64)
+        keep, take = old_off < change_s, new_off >= change_s
+        self._set_pending(
+            np.concatenate([old_idx[keep], new_idx[take]]),
+            np.concatenate([old_off[keep], new_off[take]]),
+        )
+
+    def stop(self) -> None:
+        """Stop at the next wake-up; arrivals still pending or queued are not dispatched."""
+        self._stopped = True
+
+    def _offer(self, arrival: Arrival) -> bool:
+        if self._try(arrival):
+            self.stats.dispatched += 1
+            self.stats.lateness_s.append(self._clock() - arrival.intended)
+            return True
+        return False
+
+    def _drop(self, arrival: Arrival) -> None:
+        self.stats.dropped += 1
+        self.stats.dropped_indices.append(arrival.index)
+
+    def _drain(self) -> None:
+        while self._queue and self._offer(self._queue[0]):
+            self._queue.popleft()
+
+    def step(self) -> float | None:
+        """Dispatch everything due now; return seconds until the next wake-up, None when done."""
+        now = self._clock()
+        self._drain()
+        while self._cursor < len(self._offsets):
+            offset = self._offsets[self._cursor]
+            due = self.start + offset
+            if due > now:
+                break
+            arrival = Arrival(self._indices[self._cursor], offset, due)
+            self._cursor += 1
+            if self.overflow == "queue":
+                if self._queue or not self._offer(arrival):
+                    if self.max_queue is not None and len(self._queue) >= self.max_queue:
+                        self._drop(arrival)
+                    else:
+                        self._queue.append(arrival)
+                        self.stats.max_queue = max(self.stats.max_queue, len(self._queue))
+            elif not self._offer(arrival):
+                self._drop(arrival)
+        if self._cursor >= len(self._offsets) and not self._queue:
+            return None
+        wait = self.max_sleep_s
+        if self._cursor < len(self._offsets):
+            wait = min(wait, self.start + self._offsets[self._cursor] - self._clock())
+        if self._queue:
+            wait = min(wait, self.poll_s)
+        return max(wait, 0.0)
+
+    def run(self) -> PacerStats:
+        """Pace until every arrival is dispatched or dropped (queue drained), or ``stop()``."""
+        while not self._stopped:
+            wait = self.step()
+            if wait is None:
+                break
+            if wait > 0:
+                self._sleep(wait)
+        return self.stats
