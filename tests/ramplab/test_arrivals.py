@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
+
 from ramplab.arrivals import (
     ConstantArrivals,
     GammaArrivals,
@@ -11,7 +13,6 @@ from ramplab.arrivals import (
 )
 from ramplab.errors import UsageError
 from ramplab.shapes import parse_shape
-from scipy import stats
 
 # Per-check false-failure probability; seeds are fixed, so this documents how tight the bound
 # is rather than introducing flakiness.

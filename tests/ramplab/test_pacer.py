@@ -7,6 +7,7 @@ import gevent
 import gevent.pool
 import numpy as np
 import pytest
+
 from ramplab.arrivals import ConstantArrivals, Epoch, PoissonArrivals, build_schedule, worker_share
 from ramplab.pacer import Arrival, Pacer
 from ramplab.shapes import parse_shape

@@ -4,6 +4,7 @@ import random
 
 import numpy as np
 import pytest
+
 from ramplab.errors import RetryConfigError, UsageError
 from ramplab.retry import (
     AdaptiveThrottle,

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+
 from ramplab.errors import ShapeError, UsageError
 from ramplab.shapes import Shape, Stage, parse_duration, parse_shape, shape_from_dict
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 import io
 
 import pytest
+from rich.console import Console
+
 from ramplab.errors import GateError, UsageError
 from ramplab.exitcodes import ExitCode, combine
 from ramplab.record import RequestRecord
@@ -15,7 +17,6 @@ from ramplab.slo import (
     parse_request_slo,
     print_gates,
 )
-from rich.console import Console
 
 SUMMARY = {
     "error_ratio": 0.004,

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from ramplab.arrivals import (
     Epoch,
     PoissonArrivals,

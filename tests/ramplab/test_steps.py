@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from ramplab.record import RequestRecord
 from ramplab.shapes import parse_shape
 from ramplab.steps import (
