@@ -15,6 +15,8 @@ import os
 import socket
 import sys
 import threading
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -33,9 +35,13 @@ log = logging.getLogger("ramplab")
 
 _contexts: dict[int, UserContext] = {}
 _writers: dict[int, ResultsWriter] = {}
+# Extra summary fields by environment (the ramp engine's per-step figures), computed from the
+# records file when the summary is written; and the last summary written, for the SLO gates.
+summary_providers: dict[int, Callable[[Path], dict[str, Any]]] = {}
+last_summary: dict[int, dict[str, Any]] = {}
 
 
-def _fail(message: str) -> None:
+def fail(message: str) -> None:
     sys.stderr.write(f"ramplab: {message}\n")
     sys.stderr.flush()
     os._exit(2)  # Locust catches SystemExit in greenlets; an option error must stop the process
@@ -50,7 +56,7 @@ def context_for(environment: Any) -> UserContext:
             host = environment.host or getattr(environment.parsed_options, "host", "") or ""
             context = UserContext.create(settings, host, _worker_name(environment))
         except OptionError as exc:
-            _fail(str(exc))
+            fail(str(exc))
             raise
         _contexts[id(environment)] = context
         writer = _writers.get(id(environment))
@@ -108,7 +114,7 @@ def _on_init(environment: Any, **_: Any) -> None:
     try:
         settings = options.from_options(parsed)
     except OptionError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
@@ -127,13 +133,24 @@ def _on_init(environment: Any, **_: Any) -> None:
         runner.register_message(MESSAGE, receive)
 
 
+def _write_summary(environment: Any, writer: ResultsWriter) -> None:
+    provider = summary_providers.get(id(environment))
+    extra: dict[str, Any] = {}
+    if provider is not None:
+        try:
+            extra = provider(writer.requests_path)
+        except Exception:  # the records are safe on disk; a summary bug must not lose them
+            log.exception("computing the ramp summary failed")
+    last_summary[id(environment)] = writer.write_summary(extra)
+
+
 def _on_test_stop(environment: Any, **_: Any) -> None:
     forwarder = getattr(environment, "_ramplab_forwarder", None)
     if forwarder is not None:
         forwarder.flush()
     writer = _writers.get(id(environment))
     if writer is not None:
-        writer.write_summary()
+        _write_summary(environment, writer)
 
 
 def _on_quitting(environment: Any, **_: Any) -> None:
@@ -142,7 +159,7 @@ def _on_quitting(environment: Any, **_: Any) -> None:
         forwarder.flush()
     writer = _writers.get(id(environment))
     if writer is not None:
-        writer.write_summary()
+        _write_summary(environment, writer)
         writer.close()
 
 

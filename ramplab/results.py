@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import orjson
 
 from ramplab.histogram import LatencyHistogram
-from ramplab.record import RequestRecord
+from ramplab.record import AttemptRecord, RequestRecord
 
 METRICS = ("ttft_ms", "ttft_send_ms", "itl_ms", "tpot_ms", "ttlt_ms", "ttfb_ms", "lateness_ms")
 
@@ -153,13 +153,38 @@ class ResultsWriter:
             self.written += 1
         self.summary.add(data)
 
-    def write_summary(self, extra: dict[str, Any] | None = None) -> None:
+    def write_summary(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         data = {**self.summary.to_json(), **(extra or {})}
         tmp = self.summary_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, self.summary_path)  # a reader never sees half a summary
+        return data
 
     def close(self) -> None:
         with self._lock:
             if not self._file.closed:
                 self._file.close()
+
+
+def record_from_dict(data: dict[str, Any]) -> RequestRecord:
+    """The inverse of ``RequestRecord.to_dict()``; unknown keys (newer writers) are ignored."""
+    known = set(RequestRecord.__dataclass_fields__)
+    fields = {key: value for key, value in data.items() if key in known}
+    fields["attempt_log"] = [
+        AttemptRecord(
+            **{k: v for k, v in attempt.items() if k in AttemptRecord.__dataclass_fields__}
+        )
+        for attempt in data.get("attempt_log", [])
+    ]
+    return RequestRecord(**fields)
+
+
+def load_records(path: Path) -> list[RequestRecord]:
+    """Every complete record of a ``requests.jsonl``; a torn last line (a crash) is skipped."""
+    records = []
+    with Path(path).open("rb") as handle:
+        for line in handle:
+            if not line.endswith(b"\n"):
+                break
+            records.append(record_from_dict(orjson.loads(line)))
+    return records

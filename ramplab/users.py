@@ -36,8 +36,7 @@ class LLMStreamUser(User):
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
         self.shared: UserContext = context_for(environment)
-        factory = type(self).retry_policy_factory
-        self.retry: RetryPolicy = factory() if factory is not None else NoRetry()
+        self.retry: RetryPolicy = self.make_retry_policy()
         settings = self.shared.settings
         self.prompts: PromptSource = prompt_source(settings, self.shared.rng)
         self.chain = RequestChain(
@@ -47,6 +46,14 @@ class LLMStreamUser(User):
             retry=self.retry,
             worker=self.shared.worker,
         )
+
+    def make_retry_policy(self) -> RetryPolicy:
+        """This user's retry policy (one per user: policies keep per-chain state)."""
+        factory = type(self).retry_policy_factory
+        return factory() if factory is not None else NoRetry()
+
+    def finish_record(self, record: RequestRecord) -> None:
+        """Last look at a record before it is fired and written (SLO verdicts, sizing)."""
 
     @task
     def chat(self) -> None:
@@ -62,6 +69,7 @@ class LLMStreamUser(User):
         settings = self.shared.settings
         body = request_body(settings, self.shared.model(), self.prompts.next())
         record = self.chain.run(body, settings.extra_headers, intended_start, step, target_qps)
+        self.finish_record(record)
         self._fire(record)
         self.shared.emit(record)
         return record

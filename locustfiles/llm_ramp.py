@@ -1,0 +1,14 @@
+"""Open-loop QPS ramps (or closed-loop concurrency steps) of streaming chat completions.
+
+    locust -f locustfiles/llm_ramp.py --host http://127.0.0.1:8000 --headless \
+        --ramplab-shape '1,2,5,10,20,50,100@20s/5s' --max-tokens 32 --results-dir results/demo
+
+Distributed: add ``--master --expect-workers N`` here and run N ``--worker`` processes. Locust's
+``-u``/``-r`` are ignored: the shape sizes the users (Little's law, capped by
+``--ramplab-max-users``).
+"""
+
+from ramplab.openloop.shape import RampShape
+from ramplab.openloop.user import RampUser
+
+__all__ = ["RampShape", "RampUser"]

@@ -1,0 +1,125 @@
+"""The ``--ramplab-*`` options of a ramp run, checked once per process.
+
+Each also reads a ``RAMPLAB_*`` environment variable and Locust config files, like the streaming
+user's options. Errors are ``UsageError``s naming the option; the hooks turn them into exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ramplab.arrivals.schedule import make_process
+from ramplab.errors import UsageError
+from ramplab.openloop.plan import Mode
+from ramplab.retry.config import RetryConfig, parse_retry
+from ramplab.shapes import Shape, parse_shape
+from ramplab.slo import Gate, RequestSlo, parse_gates, parse_request_slo
+
+OPTIONS: tuple[tuple[str, str, Any, Any, str], ...] = (
+    ("--ramplab-shape", "ramplab_shape", str, "", "load shape, e.g. '1,2,5,10@30s/5s'"),
+    ("--ramplab-mode", "ramplab_mode", str, "open", "open: shape rates are QPS; closed: users"),
+    ("--ramplab-arrivals", "ramplab_arrivals", str, "poisson", "constant|poisson|gamma:B"),
+    ("--ramplab-seed", "ramplab_seed", int, 1, "seed of the arrival schedule"),
+    ("--ramplab-overflow", "ramplab_overflow", str, "drop", "no free user: drop|queue"),
+    ("--ramplab-max-users", "ramplab_max_users", int, 1000, "cap on users (all workers)"),
+    ("--ramplab-headroom", "ramplab_headroom", float, 1.5, "users = rate x duration x this"),
+    ("--ramplab-retry", "ramplab_retry", str, "", "retry policy: name or JSON mapping"),
+    ("--ramplab-slo", "ramplab_slo", str, "", "per-request SLOs, e.g. 'ttft_ms<=800'"),
+    ("--ramplab-gate", "ramplab_gate", str, "", "';'-separated gates: 'ttft_ms.p99 < 800'"),
+    ("--ramplab-drain", "ramplab_drain", float, 30.0, "max seconds to wait for in-flight"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    shape_text: str
+    shape: Shape | None
+    mode: Mode
+    arrivals: str
+    seed: int
+    overflow: str
+    max_users: int
+    headroom: float
+    retry: RetryConfig | None
+    retry_spec: Any
+    slo: RequestSlo
+    gates: list[Gate]
+    drain_s: float
+
+
+def register(parser: Any) -> None:
+    group = parser.add_argument_group("ramplab load shape, retries and SLOs")
+    for flag, dest, kind, default, help_text in OPTIONS:
+        group.add_argument(
+            flag,
+            dest=dest,
+            type=kind,
+            default=default,
+            env_var="RAMPLAB_" + dest.removeprefix("ramplab_").upper(),
+            help=help_text,
+        )
+
+
+def _retry_spec(text: str) -> Any:
+    text = text.strip()
+    if not text:
+        return None
+    if text.startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError("--ramplab-retry", f"invalid JSON: {exc.msg}") from None
+    return text
+
+
+def from_options(parsed: Any) -> RunOptions:
+    """Validate the options; raises ``UsageError`` naming the option."""
+
+    def get(dest: str) -> Any:
+        return getattr(parsed, dest, None)
+
+    shape_text = str(get("ramplab_shape") or "").strip()
+    try:
+        shape = parse_shape(shape_text) if shape_text else None
+    except UsageError as exc:
+        raise UsageError("--ramplab-shape", str(exc)) from None
+    mode = str(get("ramplab_mode") or "open")
+    if mode not in ("open", "closed"):
+        raise UsageError("--ramplab-mode", f"expected open or closed, got {mode!r}")
+    arrivals = str(get("ramplab_arrivals") or "poisson")
+    make_process(arrivals, field="--ramplab-arrivals")
+    overflow = str(get("ramplab_overflow") or "drop")
+    if overflow not in ("drop", "queue"):
+        raise UsageError("--ramplab-overflow", f"expected drop or queue, got {overflow!r}")
+    max_users = int(get("ramplab_max_users") or 1000)
+    if max_users < 1:
+        raise UsageError("--ramplab-max-users", f"must be >= 1, got {max_users}")
+    headroom = float(get("ramplab_headroom") or 1.5)
+    if headroom < 1.0:
+        raise UsageError("--ramplab-headroom", f"must be >= 1, got {headroom}")
+    retry_spec = _retry_spec(str(get("ramplab_retry") or ""))
+    retry = parse_retry(retry_spec, field="--ramplab-retry") if retry_spec is not None else None
+    slo_text = str(get("ramplab_slo") or "").strip()
+    slo = parse_request_slo(slo_text or None, field="--ramplab-slo")
+    gate_text = str(get("ramplab_gate") or "")
+    gates = parse_gates(
+        [g.strip() for g in gate_text.split(";") if g.strip()], field="--ramplab-gate"
+    )
+    drain = float(get("ramplab_drain") or 30.0)
+    return RunOptions(
+        shape_text=shape_text,
+        shape=shape,
+        mode=mode,  # type: ignore[arg-type]
+        arrivals=arrivals,
+        seed=int(get("ramplab_seed") or 1),
+        overflow=overflow,
+        max_users=max_users,
+        headroom=headroom,
+        retry=retry,
+        retry_spec=retry_spec,
+        slo=slo,
+        gates=gates,
+        drain_s=drain,
+    )
