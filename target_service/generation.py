@@ -5,13 +5,13 @@ Phases before the response headers (and so in ``Server-Timing``): ``auth``, ``ra
 SSE comment line just before ``data: [DONE]``, which OpenAI clients discard::
 
     : ramplab-timing {"queue_ms":..,"prefill_ms":..,"decode_ms":..,"sign_ms":..,
-                      "lock_wait_ms":..,"output_tokens":..}
+                      "lock_wait_ms":..,"sign_queue_ms":..,"output_tokens":..}
 
 The response signature (``signing.py``) is computed when the last content event is due and
 before it is sent: the whole text is known by then, and a signature waiting on the lock delays the
 last token, so lock contention shows in TTLT and tokens/s exactly as in the study's §4.2.
 ``decode_ms`` runs from the first token's deadline to the last token's send, so it includes the
-signature's ``lock_wait_ms + sign_ms``.
+signature's ``sign_queue_ms + lock_wait_ms + sign_ms``.
 """
 
 from __future__ import annotations
@@ -270,6 +270,7 @@ class Generator:
         if signature is not None:
             # Headers go out after the whole body is known here, so sign can be in Server-Timing.
             timing += (
+                f", sign_queue;dur={signature.queue_s * 1000:.3f}"
                 f", lock_wait;dur={signature.lock_wait_s * 1000:.3f}"
                 f", sign;dur={signature.sign_s * 1000:.3f}"
             )
@@ -286,6 +287,7 @@ class Generator:
             "decode_ms": round(decode_s * 1000, 3),
             "sign_ms": round(signature.sign_s * 1000, 3) if signature else 0.0,
             "lock_wait_ms": round(signature.lock_wait_s * 1000, 3) if signature else 0.0,
+            "sign_queue_ms": round(signature.queue_s * 1000, 3) if signature else 0.0,
             "output_tokens": tokens,
             "chunk_size": done.chunk_size,
             "seed": done.seed,

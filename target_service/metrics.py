@@ -132,10 +132,15 @@ class TargetMetrics:
             buckets=GAP_BUCKETS,
             registry=registry,
         )
+        self.sign_queue = Histogram(
+            "target_sign_queue_seconds",
+            "Time from asking for a response signature until a signing thread runs it.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
         self.sign_lock_wait = Histogram(
             "target_sign_lock_wait_seconds",
-            "Time from asking for a response signature to the start of its computation "
-            "(the lock, in locked mode).",
+            "Time blocked on the signing lock (locked mode; 0 in the other modes).",
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )

@@ -23,9 +23,11 @@ Modes (``signing.mode``, switchable at run time):
 * ``ed25519`` — Ed25519 in parallel, ~10× cheaper than RSA;
 * ``off`` — no signature.
 
-Timing: ``lock_wait`` is the time from asking for a signature to the start of its computation
-(the lock in ``locked`` mode; only thread hand-off otherwise), ``sign`` the computation itself;
-``work_factor`` computes that many signatures per response, to make the section heavier on purpose.
+Timing, three parts: ``queue`` from asking for a signature on the event loop until a signing
+thread runs it (thread hand-off, which includes waiting for the GIL), ``lock_wait`` blocked in
+``Lock.acquire`` (``locked`` mode only — there is no lock to wait for otherwise, so it is 0) and
+``sign`` the computation itself. ``work_factor`` computes that many signatures per response, to
+make the section heavier on purpose.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class Signature:
     kid: str
     sig: bytes
     digest: str
+    queue_s: float
     lock_wait_s: float
     sign_s: float
 
@@ -96,7 +99,7 @@ class Signer:
         loop = asyncio.get_running_loop()
         rounds = self.settings.work_factor
         asked = time.perf_counter()
-        sig, started, ended = await loop.run_in_executor(
+        sig, entered, started, ended = await loop.run_in_executor(
             self._executor, self._compute, mode, key, message, rounds
         )
         signature = Signature(
@@ -104,28 +107,31 @@ class Signer:
             kid=key.ed_kid if mode == "ed25519" else key.kid,
             sig=sig,
             digest="sha256:" + hashlib.sha256(message).hexdigest(),
-            lock_wait_s=started - asked,
+            queue_s=entered - asked,
+            lock_wait_s=started - entered if mode == "locked" else 0.0,
             sign_s=ended - started,
         )
+        self._metrics.sign_queue.observe(signature.queue_s)
         self._metrics.sign_lock_wait.observe(signature.lock_wait_s)
         self._metrics.sign_duration.labels(mode).observe(signature.sign_s)
         return signature
 
     def _compute(
         self, mode: str, key: RingKey, message: bytes, rounds: int
-    ) -> tuple[bytes, float, float]:
+    ) -> tuple[bytes, float, float, float]:
+        entered = time.perf_counter()
         if mode == "locked":
             with self._lock:
                 started = time.perf_counter()
                 sig = self._rsa(key, message, rounds)
-                return sig, started, time.perf_counter()
-        started = time.perf_counter()
+                return sig, entered, started, time.perf_counter()
+        started = entered
         if mode == "ed25519":
             for _ in range(rounds):
                 sig = key.ed.sign(message)
         else:
             sig = self._rsa(key, message, rounds)
-        return sig, started, time.perf_counter()
+        return sig, entered, started, time.perf_counter()
 
     @staticmethod
     def _rsa(key: RingKey, message: bytes, rounds: int) -> bytes:
