@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
-
 from target_service.embedded_redis import EmbeddedRedis
 
 T = TypeVar("T")

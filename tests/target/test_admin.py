@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from target_service.embedded_redis import EmbeddedRedis
+
 from tests.support.processes import TargetProcess
 from tests.target.stress_helpers import (
     ADMIN_TOKEN,

@@ -24,9 +24,9 @@ import pytest
 import redis
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-
 from target_service.embedded_redis import EmbeddedRedis
 from target_service.keyring import RingKey
+
 from tests.support.processes import TargetProcess
 from tests.target.stress_helpers import chat_body, metric, target_env
 
@@ -60,7 +60,9 @@ class Target:
 
 
 @pytest.fixture(scope="module")
-def target(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+def target(
+    redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Target]:
     clients = orjson.dumps([{"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}]).decode()
     env = target_env(redis_server, auth__mode="jwt", auth__clients=clients)
     log = tmp_path_factory.mktemp("auth") / "target.log"
@@ -289,7 +291,9 @@ def test_small_leeway_accepts_a_token_just_past_expiry(target: Target) -> None:
 
 def test_models_need_a_token_too(target: Target) -> None:
     assert httpx.get(target.url + "/v1/models").status_code == 401
-    ok = httpx.get(target.url + "/v1/models", headers={"authorization": f"Bearer {token(target.url)}"})
+    ok = httpx.get(
+        target.url + "/v1/models", headers={"authorization": f"Bearer {token(target.url)}"}
+    )
     assert ok.status_code == 200
 
 

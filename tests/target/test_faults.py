@@ -13,9 +13,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from target_service.embedded_redis import EmbeddedRedis
 from target_service.faults import draw
+
 from tests.support.processes import TargetProcess
 from tests.target.stress_helpers import (
     ADMIN_TOKEN,

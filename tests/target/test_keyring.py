@@ -15,9 +15,9 @@ import httpx
 import jwt
 import pytest
 import redis
-
 from target_service.embedded_redis import EmbeddedRedis
 from target_service.keyring import RingKey
+
 from tests.support.processes import TargetProcess
 from tests.target.stress_helpers import metric, target_env, wait_until
 

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-
 from target_service.embedded_redis import EmbeddedRedis
 from target_service.ratelimit import reset_text
+
 from tests.support.processes import TargetProcess
 from tests.target.stress_helpers import chat_body, metric, target_env
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-
 from target_service.embedded_redis import EmbeddedRedis
+
 from tests.support.processes import TargetProcess
 from tests.target.stress_helpers import chat_body, metric, target_env, wait_until
 
@@ -73,11 +73,11 @@ def test_redis_paused_is_slow_redis(target: TargetProcess, private_redis: Embedd
     assert post(target.url).status_code == 200
     control = redis.Redis(host=private_redis.host, port=private_redis.port)
     # CLIENT PAUSE holds every client's commands for 3 s: a Redis that accepts and never answers.
-    control.execute_command("CLIENT", "PAUSE", "3000", "ALL")
+    control.client_pause(3000, all=True)
     try:
         assert_unavailable(post(target.url))
         assert httpx.get(target.url + "/readyz", timeout=CLIENT_TIMEOUT_S).status_code == 503
     finally:
-        control.execute_command("CLIENT", "UNPAUSE")
+        control.client_unpause()
         control.close()
     wait_until(lambda: post(target.url).status_code == 200, 20, "requests to succeed again")

@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-
 from target_service.embedded_redis import EmbeddedRedis
+
 from tests.support.processes import TargetProcess
 from tests.target.stress_helpers import chat_body, metric, target_env
 

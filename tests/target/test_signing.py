@@ -17,9 +17,9 @@ import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
-
 from target_service.embedded_redis import EmbeddedRedis
 from target_service.signing import signed_message
+
 from tests.support.processes import TargetProcess
 from tests.target.stress_helpers import (
     ADMIN_TOKEN,
@@ -66,8 +66,9 @@ def verify(url: str, alg: str, kid: str, sig: str, message: bytes) -> None:
         key.verify(unb64(sig), message)
 
 
-def stream(url: str, **extra: object) -> str:
-    response = httpx.post(url + "/v1/chat/completions", json=chat_body(stream=True, **extra))
+def stream(url: str, max_tokens: int = 4) -> str:
+    body = chat_body(stream=True, max_tokens=max_tokens)
+    response = httpx.post(url + "/v1/chat/completions", json=body)
     assert response.status_code == 200, response.text
     assert "auth;dur=" in response.headers["server-timing"]
     assert "ratelimit;dur=" in response.headers["server-timing"]
