@@ -1,14 +1,20 @@
-"""The ASGI application: routes, error handlers, middleware and the per-process lifespan."""
+"""The ASGI application: routes, error handlers, middleware and the per-process lifespan.
+
+Start-up of each worker process: open the Redis pool and pre-warm it, apply the pool capacity
+rule (``redis_pool.py``), build the runtime, then start two background tasks: the key ring's
+refresh and the watcher that applies admin changes made on other processes (``admin.py``).
+A Redis that is down at start-up does not stop the process: it starts not-ready and recovers.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator
 
 from prometheus_client import CollectorRegistry
-from redis.asyncio import Redis
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -16,16 +22,34 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from target_service import routes
+from target_service import admin, routes
 from target_service.embedded_redis import EmbeddedRedis
 from target_service.errors import APIError, InvalidRequest, NotFound
+from target_service.faults import InjectedDisconnect
 from target_service.metrics import TargetMetrics
 from target_service.middleware.body_limit import BodyLimitMiddleware
 from target_service.middleware.metrics import MetricsMiddleware
+from target_service.middleware.process import ProcessHeaderMiddleware
+from target_service.redis_pool import RedisPool, RedisUnavailable
 from target_service.runtime import Runtime
 from target_service.settings import Settings, load_settings
 
 log = logging.getLogger("target_service")
+
+
+def _is_injected_drop(exc: BaseException | None) -> bool:
+    if isinstance(exc, InjectedDisconnect):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_injected_drop(inner) for inner in exc.exceptions)
+    return False
+
+
+class _InjectedDropFilter(logging.Filter):
+    """A deliberate dropped connection is not a server error: keep its traceback out of the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and _is_injected_drop(record.exc_info[1]))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -38,7 +62,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    if not _is_injected_drop(exc):
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
     return APIError("internal server error", code="internal_error").to_response()
 
 
@@ -50,6 +75,9 @@ def create_app(
 ) -> Starlette:
     """Build the app; without ``redis_url`` it starts an embedded Redis for its own lifetime."""
     metrics = TargetMetrics(registry or CollectorRegistry(), multiproc_dir)
+    drop_filter = _InjectedDropFilter()
+    for name in ("uvicorn.error", "target_service"):
+        logging.getLogger(name).addFilter(drop_filter)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -58,33 +86,57 @@ def create_app(
         if url is None:
             embedded = EmbeddedRedis().start()
             url = embedded.url
-        timeout = settings.redis_timeout_s
-        redis = Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
-        runtime = Runtime.build(settings, metrics, redis)
-        app.state.runtime = runtime
+        redis = RedisPool(url, settings.redis_pool, settings.redis_timeout_s, metrics)
+        tasks: list[asyncio.Task[None]] = []
+        runtime: Runtime | None = None
         try:
+            await redis.prewarm()
+            try:
+                await redis.check_capacity(settings.workers)
+            except RedisUnavailable as exc:
+                log.warning("redis capacity check skipped: %s", exc)
+            runtime = Runtime.build(settings, metrics, redis)
+            runtime.process_info()
+            app.state.runtime = runtime
+            tasks.append(asyncio.create_task(runtime.ring.maintain()))
+            if settings.admin_token is not None:
+                tasks.append(asyncio.create_task(admin.watch(runtime)))
             yield
         finally:
-            await runtime.generator.drain()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if runtime is not None:
+                await runtime.generator.drain()
+                runtime.signer.close()
             await redis.aclose()
             if embedded is not None:
                 embedded.close()
 
+    route_list = [
+        Route("/v1/chat/completions", routes.chat_completions, methods=["POST"]),
+        Route("/v1/models", routes.list_models, methods=["GET"]),
+        Route("/v1/models/{model:path}", routes.get_model, methods=["GET"]),
+        Route("/v1/auth/token", routes.issue_token, methods=["POST"]),
+        Route("/.well-known/jwks.json", routes.jwks, methods=["GET"]),
+        Route("/healthz", routes.healthz, methods=["GET"]),
+        Route("/readyz", routes.readyz, methods=["GET"]),
+        Route("/metrics", routes.metrics, methods=["GET"]),
+    ]
+    if settings.admin_token is not None:
+        # Without a token the admin routes do not exist at all (404, not 401).
+        route_list.append(Route("/admin/config", admin.get_config, methods=["GET"]))
+        route_list.append(Route("/admin/config", admin.put_config, methods=["PUT"]))
     app = Starlette(
-        routes=[
-            Route("/v1/chat/completions", routes.chat_completions, methods=["POST"]),
-            Route("/v1/models", routes.list_models, methods=["GET"]),
-            Route("/v1/models/{model:path}", routes.get_model, methods=["GET"]),
-            Route("/healthz", routes.healthz, methods=["GET"]),
-            Route("/readyz", routes.readyz, methods=["GET"]),
-            Route("/metrics", routes.metrics, methods=["GET"]),
-        ],
+        routes=route_list,
         middleware=[
+            Middleware(ProcessHeaderMiddleware),
             Middleware(MetricsMiddleware, metrics=metrics),
             Middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes),
         ],
         exception_handlers={
             APIError: routes.api_error,
+            RedisUnavailable: routes.redis_unavailable,
             HTTPException: _http_error,
             Exception: _server_error,
         },

@@ -1,10 +1,17 @@
 """One completion's life: admission, prefill, paced decode, and the events it streams.
 
-Phases before the response headers (and so in ``Server-Timing``): ``queue`` (waiting for a
-scheduler slot) and ``prefill``. Phases after the first byte (``decode``, and later ``sign``) travel
-in an SSE comment line just before ``data: [DONE]``, which OpenAI clients discard::
+Phases before the response headers (and so in ``Server-Timing``): ``auth``, ``ratelimit``,
+``queue`` (waiting for a scheduler slot) and ``prefill``. Phases after the first byte travel in an
+SSE comment line just before ``data: [DONE]``, which OpenAI clients discard::
 
-    : ramplab-timing {"queue_ms":..,"prefill_ms":..,"decode_ms":..,"output_tokens":..}
+    : ramplab-timing {"queue_ms":..,"prefill_ms":..,"decode_ms":..,"sign_ms":..,
+                      "lock_wait_ms":..,"sign_queue_ms":..,"output_tokens":..}
+
+The response signature (``signing.py``) is computed when the last content event is due and
+before it is sent: the whole text is known by then, and a signature waiting on the lock delays the
+last token, so lock contention shows in TTLT and tokens/s exactly as in the study's §4.2.
+``decode_ms`` runs from the first token's deadline to the last token's send, so it includes the
+signature's ``sign_queue_ms + lock_wait_ms + sign_ms``.
 """
 
 from __future__ import annotations
@@ -18,10 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from target_service.errors import InvalidRequest, NotFound, Unavailable
+from target_service.faults import FaultInjector, InjectedDisconnect
 from target_service.inference import InferenceModel, OutputPlan
 from target_service.metrics import TargetMetrics
+from target_service.redis_pool import RedisUnavailable
 from target_service.scheduler import QueueFull, Scheduler, Slot
 from target_service.settings import Settings
+from target_service.signing import SIGNATURE_COMMENT, Signature, Signer, signed_message
 from target_service.textgen import generate_tokens
 from target_service.tokenizer import Tokenizer
 from target_service.usage import UsageStore
@@ -45,11 +55,13 @@ class Completion:
     queue_s: float
     prefill_s: float
     first_token_due: float
+    pre_timing: str = ""
     completion_id: str = field(default_factory=lambda: "chatcmpl-" + uuid.uuid4().hex[:24])
     created: int = field(default_factory=lambda: int(time.time()))
 
     def server_timing(self) -> str:
-        return f"queue;dur={self.queue_s * 1000:.3f}, prefill;dur={self.prefill_s * 1000:.3f}"
+        own = f"queue;dur={self.queue_s * 1000:.3f}, prefill;dur={self.prefill_s * 1000:.3f}"
+        return f"{self.pre_timing}, {own}" if self.pre_timing else own
 
 
 class Generator:
@@ -64,6 +76,8 @@ class Generator:
         metrics: TargetMetrics,
         usage: UsageStore,
         rng: random.Random,
+        signer: Signer,
+        faults: FaultInjector,
     ) -> None:
         self.settings = settings
         self.model = model
@@ -72,6 +86,8 @@ class Generator:
         self.metrics = metrics
         self.usage = usage
         self.rng = rng
+        self.signer = signer
+        self.faults = faults
         self._background: set[asyncio.Task[None]] = set()
 
     async def prepare(self, request: ChatCompletionRequest, client: str) -> Completion:
@@ -140,6 +156,9 @@ class Generator:
         pause_s = self.settings.stream.event_sleep_ms / 1000.0
         sent = 0
         finished = False
+        signature: Signature | None = None
+        failure = self.faults.midstream()
+        fail_at = min(self.settings.faults.midstream_after_tokens, total)
         self.metrics.active_streams.inc()
         try:
             yield encoder.role()
@@ -150,9 +169,21 @@ class Generator:
                 for index in range(sent, sent + count):
                     if index > 0:
                         deadline += self.model.token_interval_s(self.scheduler.running)
+                if failure is not None and sent >= fail_at:
+                    break
                 delay = deadline + self.model.jitter_s(self.rng) - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
+                if sent + count == total:
+                    try:
+                        signature = await self.signer.sign(
+                            signed_message(done.completion_id, "".join(tokens))
+                        )
+                    except RedisUnavailable:
+                        # The key ring could not be read at a period change: the headers are
+                        # long gone, so the stream ends with an error event instead of a 503.
+                        self.metrics.completions_total.labels("sign_failed").inc()
+                        failure = "error_event"
                 yield encoder.content("".join(tokens[sent : sent + count]))
                 now = loop.time()
                 if sent == 0:
@@ -167,10 +198,24 @@ class Generator:
             decode_s = loop.time() - done.first_token_due
             done.slot.release()
             finished = True
+            if failure == "drop":
+                self.metrics.completions_total.labels("injected_drop").inc()
+                raise InjectedDisconnect
+            if failure is not None:
+                yield encoder.error(
+                    "The server had an error while processing your request (injected)",
+                    "server_error",
+                    "internal_error",
+                )
+                yield b"data: [DONE]\n\n"
+                self.metrics.completions_total.labels("injected_error").inc()
+                return
             yield encoder.finish(done.plan.finish_reason)
             if done.request.include_usage:
                 yield encoder.usage(done.prompt_tokens, total)
-            yield encoder.comment(TIMING_COMMENT, self._timing(done, decode_s, total))
+            if signature is not None:
+                yield encoder.comment(SIGNATURE_COMMENT, signature.comment())
+            yield encoder.comment(TIMING_COMMENT, self._timing(done, decode_s, total, signature))
             yield b"data: [DONE]\n\n"
             self.metrics.completions_total.labels("completed").inc()
         except asyncio.CancelledError:
@@ -190,7 +235,7 @@ class Generator:
             self.metrics.output_tokens.observe(sent)
             self._record_usage(done.client, done.prompt_tokens, sent)
 
-    async def complete(self, done: Completion) -> tuple[dict[str, Any], str]:
+    async def complete(self, done: Completion) -> tuple[dict[str, Any], str, dict[str, str]]:
         """A non-streaming completion: decode paced the same way, answered at the end."""
         loop = asyncio.get_running_loop()
         total = done.plan.tokens
@@ -206,6 +251,7 @@ class Generator:
         finally:
             done.slot.release()
         text = "".join(generate_tokens(done.seed, total))
+        signature = await self.signer.sign(signed_message(done.completion_id, text))
         self.metrics.output_tokens_total.inc(total)
         self.metrics.output_tokens.observe(total)
         self.metrics.completions_total.labels("completed").inc()
@@ -220,14 +266,28 @@ class Generator:
             total,
         )
         timing = f"{done.server_timing()}, decode;dur={decode_s * 1000:.3f}"
-        return body, timing
+        headers: dict[str, str] = {}
+        if signature is not None:
+            # Headers go out after the whole body is known here, so sign can be in Server-Timing.
+            timing += (
+                f", sign_queue;dur={signature.queue_s * 1000:.3f}"
+                f", lock_wait;dur={signature.lock_wait_s * 1000:.3f}"
+                f", sign;dur={signature.sign_s * 1000:.3f}"
+            )
+            headers = signature.headers()
+        return body, timing, headers
 
     @staticmethod
-    def _timing(done: Completion, decode_s: float, tokens: int) -> dict[str, Any]:
+    def _timing(
+        done: Completion, decode_s: float, tokens: int, signature: Signature | None
+    ) -> dict[str, Any]:
         return {
             "queue_ms": round(done.queue_s * 1000, 3),
             "prefill_ms": round(done.prefill_s * 1000, 3),
             "decode_ms": round(decode_s * 1000, 3),
+            "sign_ms": round(signature.sign_s * 1000, 3) if signature else 0.0,
+            "lock_wait_ms": round(signature.lock_wait_s * 1000, 3) if signature else 0.0,
+            "sign_queue_ms": round(signature.queue_s * 1000, 3) if signature else 0.0,
             "output_tokens": tokens,
             "chunk_size": done.chunk_size,
             "seed": done.seed,

@@ -114,6 +114,88 @@ class TargetMetrics:
             registry=registry,
         )
 
+        self.redis_pool_in_use = Gauge(
+            "target_redis_pool_connections_in_use",
+            "Redis connections checked out of the pool.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.redis_pool_waiting = Gauge(
+            "target_redis_pool_waiting_callers",
+            "Callers waiting for a free Redis connection.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.redis_pool_wait = Histogram(
+            "target_redis_pool_wait_seconds",
+            "Time to obtain a Redis connection from the pool (connect included when new).",
+            buckets=GAP_BUCKETS,
+            registry=registry,
+        )
+        self.sign_queue = Histogram(
+            "target_sign_queue_seconds",
+            "Time from asking for a response signature until a signing thread runs it.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.sign_lock_wait = Histogram(
+            "target_sign_lock_wait_seconds",
+            "Time blocked on the signing lock (locked mode; 0 in the other modes).",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.sign_duration = Histogram(
+            "target_sign_seconds",
+            "Time computing a response signature.",
+            ["mode"],
+            buckets=GAP_BUCKETS,
+            registry=registry,
+        )
+        self.auth_failures_total = Counter(
+            "target_auth_failures",
+            "Requests refused with 401, by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self.tokens_issued_total = Counter(
+            "target_auth_tokens_issued", "Access tokens issued.", registry=registry
+        )
+        self.key_rotations_total = Counter(
+            "target_jwt_keys_generated",
+            "Signing keys generated for the shared key ring (one per period over all processes).",
+            registry=registry,
+        )
+        self.ratelimited_total = Counter(
+            "target_ratelimited_requests",
+            "Requests refused with 429 by the GCRA limiter, by scope.",
+            ["scope"],
+            registry=registry,
+        )
+        self.faults_total = Counter(
+            "target_injected_faults",
+            "Failures injected on purpose, by kind.",
+            ["kind"],
+            registry=registry,
+        )
+        self.processes = Gauge(
+            "target_worker_processes",
+            "Configured target worker processes.",
+            registry=registry,
+            multiprocess_mode="max",
+        )
+        self.threads = Gauge(
+            "target_threads",
+            "Live threads, summed over worker processes.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.signing_threads = Gauge(
+            "target_signing_threads",
+            "Threads of the signing pool, summed over worker processes.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+
     def observe_scheduler(self, running: int, waiting: int) -> None:
         self.running.set(running)
         self.waiting.set(waiting)

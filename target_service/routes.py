@@ -1,19 +1,27 @@
-"""HTTP handlers: the OpenAI endpoints, health and metrics."""
+"""HTTP handlers: the OpenAI endpoints, the token endpoint and JWKS, health and metrics.
+
+A chat request passes, in order: authentication (401), the GCRA limiter (429), injected faults
+(429/503), validation (400), the scheduler (503 when full), prefill; ``auth`` and ``ratelimit``
+join ``queue`` and ``prefill`` in ``Server-Timing``.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
+import base64
+import binascii
 import os
 import time
+from urllib.parse import parse_qs
 
 import orjson
-from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 
-from target_service.errors import APIError, NotFound
+from target_service.auth import Caller
+from target_service.errors import APIError, InvalidRequest, NotFound, RateLimited, Unavailable
+from target_service.ratelimit import Decision
+from target_service.redis_pool import RedisUnavailable
 from target_service.runtime import Runtime
 from target_service.wire import models_body, parse_chat_request
 
@@ -33,39 +41,112 @@ def json_response(
     )
 
 
-def client_identity(request: Request) -> str:
-    """A stable, non-secret name for the caller: a hash of its credential, never the credential."""
-    authorization = request.headers.get("authorization", "")
-    if not authorization:
-        return "anonymous"
-    return "key-" + hashlib.sha256(authorization.encode()).hexdigest()[:16]
+async def _admit(runtime: Runtime, request: Request) -> tuple[Caller, Decision, float]:
+    caller = await runtime.auth.authenticate(request.headers.get("authorization", ""))
+    start = time.perf_counter()
+    decision = await runtime.limiter.check(caller.identity)
+    limit_s = time.perf_counter() - start
+    if not decision.allowed:
+        raise RateLimited(
+            f"Rate limit reached for requests ({decision.scope} limit {decision.limit} per "
+            f"{runtime.settings.ratelimit.period_s:g}s)",
+            code="rate_limit_exceeded",
+            retry_after_s=decision.retry_after_s,
+            headers=decision.headers(),
+        )
+    fault = runtime.faults.before_stream(runtime.scheduler.waiting)
+    if fault is not None:
+        raise fault
+    return caller, decision, limit_s
 
 
 async def chat_completions(request: Request) -> Response:
     runtime = _runtime(request)
+    caller, decision, limit_s = await _admit(runtime, request)
     body = await request.body()
     chat = parse_chat_request(body)
-    completion = await runtime.generator.prepare(chat, client_identity(request))
+    completion = await runtime.generator.prepare(chat, caller.identity)
+    completion.pre_timing = (
+        f"auth;dur={caller.auth_s * 1000:.3f}, ratelimit;dur={limit_s * 1000:.3f}"
+    )
+    headers = decision.headers()
     if not chat.stream:
-        result, timing = await runtime.generator.complete(completion)
-        return json_response(result, headers={"server-timing": timing})
+        result, timing, signature = await runtime.generator.complete(completion)
+        return json_response(result, headers={**headers, **signature, "server-timing": timing})
     stream = runtime.settings.stream
     return EventSourceResponse(
         runtime.generator.stream(completion),
-        headers={"server-timing": completion.server_timing()},
+        headers={**headers, "server-timing": completion.server_timing()},
         sep="\n",
         ping=stream.ping_s,
         send_timeout=stream.send_timeout_s,
     )
 
 
+def _basic_credentials(authorization: str) -> tuple[str, str] | None:
+    scheme, _, encoded = authorization.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        client_id, sep, secret = base64.b64decode(encoded, validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return (client_id, secret) if sep else None
+
+
+async def issue_token(request: Request) -> Response:
+    """Client credentials as JSON, as an OAuth form, or as HTTP Basic (``client_secret_basic``)."""
+    runtime = _runtime(request)
+    body = await request.body()
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    fields: dict[str, str] = {}
+    if content_type == "application/x-www-form-urlencoded":
+        form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+        fields = {key: values[0] for key, values in form.items()}
+        if fields.get("grant_type") != "client_credentials":
+            raise InvalidRequest(
+                "grant_type must be client_credentials",
+                code="unsupported_grant_type",
+                param="grant_type",
+            )
+    elif body:
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise InvalidRequest("request body is not valid JSON", code="invalid_json") from None
+        if not isinstance(data, dict):
+            raise InvalidRequest("request body must be a JSON object", code="invalid_json")
+        fields = {k: v for k, v in data.items() if isinstance(v, str)}
+    basic = _basic_credentials(request.headers.get("authorization", ""))
+    if basic is not None:
+        fields.setdefault("client_id", basic[0])
+        fields.setdefault("client_secret", basic[1])
+    for name in ("client_id", "client_secret"):
+        if not fields.get(name):
+            raise InvalidRequest(f"missing {name}", code="invalid_request", param=name)
+    token = await runtime.auth.issue(fields["client_id"], fields["client_secret"])
+    return json_response(token, headers={"cache-control": "no-store"})
+
+
+async def jwks(request: Request) -> Response:
+    runtime = _runtime(request)
+    keys = [jwk for key in await runtime.ring.published() for jwk in key.public_jwks()]
+    # Well under one period, so a cached JWKS always holds the next key before it signs.
+    max_age = max(1, min(300, runtime.ring.period_s // 4))
+    return json_response({"keys": keys}, headers={"cache-control": f"public, max-age={max_age}"})
+
+
 async def list_models(request: Request) -> Response:
-    return json_response(models_body(_runtime(request).settings.models, STARTED))
+    runtime = _runtime(request)
+    await runtime.auth.authenticate(request.headers.get("authorization", ""))
+    return json_response(models_body(runtime.settings.models, STARTED))
 
 
 async def get_model(request: Request) -> Response:
+    runtime = _runtime(request)
+    await runtime.auth.authenticate(request.headers.get("authorization", ""))
     name = request.path_params["model"]
-    models = _runtime(request).settings.models
+    models = runtime.settings.models
     if name not in models:
         raise NotFound(f"The model '{name}' does not exist", code="model_not_found", param="model")
     return json_response(models_body([name], STARTED)["data"][0])
@@ -79,11 +160,12 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     runtime = _runtime(request)
     try:
-        async with asyncio.timeout(runtime.settings.redis_timeout_s):
-            await runtime.redis.ping()
-    except (RedisError, OSError, TimeoutError) as exc:
+        await runtime.redis.run("ping", lambda r: r.ping())
+    except RedisUnavailable as exc:
         return json_response(
-            {"status": "not ready", "redis": f"unreachable: {type(exc).__name__}"}, status=503
+            {"status": "not ready", "redis": f"unreachable: {exc}"},
+            status=503,
+            headers={"retry-after": "1"},
         )
     return json_response({"status": "ready", "redis": "ok"})
 
@@ -98,3 +180,12 @@ async def metrics(request: Request) -> Response:
 async def api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, APIError)
     return exc.to_response()
+
+
+async def redis_unavailable(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RedisUnavailable)
+    return Unavailable(
+        "The service is temporarily unavailable (its Redis does not answer); retry later",
+        code="redis_unavailable",
+        retry_after_s=_runtime(request).settings.redis_pool.retry_after_s,
+    ).to_response()

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import random
+import threading
 from dataclasses import dataclass
+from typing import Any
 
-from redis.asyncio import Redis
-
+from target_service.auth import Authenticator
+from target_service.faults import FaultInjector
 from target_service.generation import Generator
 from target_service.inference import InferenceModel
+from target_service.keyring import KeyRing
 from target_service.metrics import TargetMetrics
+from target_service.ratelimit import RateLimiter
+from target_service.redis_pool import RedisPool
 from target_service.scheduler import Scheduler, build_scheduler
 from target_service.settings import Settings
+from target_service.signing import Signer
 from target_service.tokenizer import ApproxTokenizer, Tokenizer
 from target_service.usage import UsageStore
 
@@ -20,16 +27,23 @@ from target_service.usage import UsageStore
 class Runtime:
     settings: Settings
     metrics: TargetMetrics
-    redis: Redis
+    redis: RedisPool
     scheduler: Scheduler
     generator: Generator
+    ring: KeyRing
+    auth: Authenticator
+    limiter: RateLimiter
+    signer: Signer
+    faults: FaultInjector
+    # The admin config version this process has applied (``admin.py``).
+    admin_version: int = 0
 
     @classmethod
     def build(
         cls,
         settings: Settings,
         metrics: TargetMetrics,
-        redis: Redis,
+        redis: RedisPool,
         tokenizer: Tokenizer | None = None,
         rng: random.Random | None = None,
     ) -> Runtime:
@@ -42,6 +56,9 @@ class Runtime:
             sched.batch_window_ms / 1000.0,
             observer=metrics.observe_scheduler,
         )
+        ring = KeyRing(redis, settings.redis_prefix, settings.auth.jwt_rotation_seconds, metrics)
+        signer = Signer(settings.signing, ring, metrics)
+        faults = FaultInjector(settings.faults, metrics)
         generator = Generator(
             settings=settings,
             model=InferenceModel(settings.latency, settings.output),
@@ -50,5 +67,32 @@ class Runtime:
             metrics=metrics,
             usage=UsageStore(redis, metrics),
             rng=rng or random.Random(settings.seed),
+            signer=signer,
+            faults=faults,
         )
-        return cls(settings, metrics, redis, scheduler, generator)
+        return cls(
+            settings=settings,
+            metrics=metrics,
+            redis=redis,
+            scheduler=scheduler,
+            generator=generator,
+            ring=ring,
+            auth=Authenticator(settings.auth, ring, metrics),
+            limiter=RateLimiter(settings.ratelimit, redis, settings.redis_prefix, metrics),
+            signer=signer,
+            faults=faults,
+        )
+
+    def process_info(self) -> dict[str, Any]:
+        """Processes and threads, as ``/admin/config`` and the gauges report them."""
+        threads = threading.active_count()
+        self.metrics.processes.set(self.settings.workers)
+        self.metrics.threads.set(threads)
+        self.metrics.signing_threads.set(self.signer.threads)
+        return {
+            "pid": os.getpid(),
+            "workers": self.settings.workers,
+            "threads": threads,
+            "signing_threads": self.signer.threads,
+            "cpu_count": os.cpu_count(),
+        }

@@ -49,7 +49,11 @@ def serve(settings: Settings) -> None:
             return
         multiproc_dir = tempfile.mkdtemp(prefix="ramplab-target-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = multiproc_dir
-        for key, value in (("HOST", settings.host), ("PORT", settings.port)):
+        for key, value in (
+            ("HOST", settings.host),
+            ("PORT", settings.port),
+            ("WORKERS", settings.workers),
+        ):
             os.environ[f"APP_{key}"] = str(value)
         uvicorn.run(
             "target_service.app:app_from_environment",

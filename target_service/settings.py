@@ -66,6 +66,103 @@ class StreamSettings(Section):
     ping_s: float = Field(15.0, ge=0)
 
 
+class ClientCredential(Section):
+    client_id: str = Field(min_length=1)
+    client_secret: SecretStr
+
+
+class AuthSettings(Section):
+    """``off``: anyone may call; ``jwt``: an RS256 bearer token from ``/v1/auth/token``;
+    ``api_key``: a static bearer key from ``api_keys``. The token endpoint and JWKS always work."""
+
+    mode: Literal["off", "jwt", "api_key"] = "off"
+    issuer: str = "ramplab-target"
+    audience: str = "ramplab"
+    token_ttl_s: int = Field(300, ge=1)
+    jwt_rotation_seconds: int = Field(300, ge=1)
+    leeway_s: float = Field(5.0, ge=0, le=60)
+    clients: list[ClientCredential] = Field(
+        default_factory=lambda: [
+            ClientCredential(client_id="ramplab", client_secret=SecretStr("ramplab-demo-secret"))
+        ]
+    )
+    api_keys: list[SecretStr] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _ttl_within_overlap(self) -> AuthSettings:
+        # The previous key keeps verifying for one period after it stops signing: a token must
+        # not outlive that overlap, or a valid token would meet a retired key.
+        if self.token_ttl_s > self.jwt_rotation_seconds:
+            raise ValueError(
+                f"token_ttl_s={self.token_ttl_s} must not exceed "
+                f"jwt_rotation_seconds={self.jwt_rotation_seconds}"
+            )
+        return self
+
+
+class RedisPoolSettings(Section):
+    """Pool sizing; ``redis_pool.py`` explains the maxIdle/maxActive mapping."""
+
+    max_connections: int = Field(32, ge=1, le=10000)
+    prewarm: int = Field(16, ge=0)
+    wait_timeout_s: float = Field(0.25, gt=0)
+    # The capacity rule of the study's checklist: pool × processes ≤ ratio × Redis maxclients.
+    capacity_ratio: float = Field(0.7, gt=0, le=1)
+    capacity_check: Literal["warn", "refuse", "off"] = "warn"
+    # Retry-After sent with the 503 that answers a request when Redis is down or slow.
+    retry_after_s: float = Field(1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _prewarm_fits(self) -> RedisPoolSettings:
+        if self.prewarm > self.max_connections:
+            raise ValueError(
+                f"prewarm={self.prewarm} exceeds max_connections={self.max_connections}"
+            )
+        return self
+
+
+class RateLimitSettings(Section):
+    """GCRA limits in requests per ``period_s``; 0 switches a limit off."""
+
+    client_limit: int = Field(0, ge=0)
+    global_limit: int = Field(0, ge=0)
+    period_s: float = Field(60.0, gt=0)
+
+
+class SigningSettings(Section):
+    mode: Literal["locked", "parallel", "ed25519", "off"] = "locked"
+    # Threads that compute signatures; in ``locked`` mode they queue on the one lock.
+    threads: int = Field(32, ge=1, le=1024)
+    # Signatures computed per response: > 1 makes the critical section heavier on purpose.
+    work_factor: int = Field(1, ge=1, le=1000)
+
+
+class Outage(Section):
+    start_s: float = Field(ge=0)
+    duration_s: float = Field(gt=0)
+
+
+class FaultSettings(Section):
+    """Injected failures; see ``faults.py``. Times are relative to the fault clock's origin."""
+
+    seed: int = 0
+    ratio_429: float = Field(0.0, ge=0, le=1)
+    ratio_503: float = Field(0.0, ge=0, le=1)
+    retry_after_s: float = Field(1.0, gt=0)
+    outages: list[Outage] = Field(default_factory=list)
+    midstream_ratio: float = Field(0.0, ge=0, le=1)
+    midstream_mode: Literal["error_event", "drop"] = "error_event"
+    midstream_after_tokens: int = Field(1, ge=0)
+    # Shed with 503 when this many requests already wait for a slot (0: never).
+    shed_waiting_above: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _ratios_sum(self) -> FaultSettings:
+        if self.ratio_429 + self.ratio_503 > 1:
+            raise ValueError(f"ratio_429 + ratio_503 = {self.ratio_429 + self.ratio_503} exceeds 1")
+        return self
+
+
 class Settings(BaseSettings):
     """Everything a target process needs, validated at start-up."""
 
@@ -86,6 +183,15 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     redis_timeout_s: float = Field(0.5, gt=0)
     admin_token: SecretStr | None = None
+    # Namespace of every Redis key this target writes, so targets (and tests) can share a Redis.
+    redis_prefix: str = Field("ramplab:", min_length=1)
+    admin_poll_s: float = Field(0.5, gt=0)
+
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    redis_pool: RedisPoolSettings = Field(default_factory=RedisPoolSettings)
+    ratelimit: RateLimitSettings = Field(default_factory=RateLimitSettings)
+    signing: SigningSettings = Field(default_factory=SigningSettings)
+    faults: FaultSettings = Field(default_factory=FaultSettings)
 
     latency: LatencySettings = Field(default_factory=LatencySettings)
     output: OutputSettings = Field(default_factory=OutputSettings)

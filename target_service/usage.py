@@ -5,30 +5,35 @@ One pipelined round trip per completion (``HINCRBY`` × 3 on ``ramplab:usage:<cl
 
 from __future__ import annotations
 
+import contextlib
+
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from target_service.metrics import TargetMetrics
+from target_service.redis_pool import RedisPool, RedisUnavailable
 
 KEY_PREFIX = "ramplab:usage:"
 
 
 class UsageStore:
-    def __init__(self, redis: Redis, metrics: TargetMetrics) -> None:
+    def __init__(self, redis: RedisPool, metrics: TargetMetrics) -> None:
         self._redis = redis
         self._metrics = metrics
 
     async def record(self, client: str, prompt_tokens: int, completion_tokens: int) -> None:
         key = KEY_PREFIX + client
-        try:
-            async with self._redis.pipeline(transaction=False) as pipe:
+
+        async def add(redis: Redis) -> None:
+            async with redis.pipeline(transaction=False) as pipe:
                 pipe.hincrby(key, "requests", 1)
                 pipe.hincrby(key, "prompt_tokens", prompt_tokens)
                 pipe.hincrby(key, "completion_tokens", completion_tokens)
                 await pipe.execute()
-        except (RedisError, OSError, TimeoutError):
-            self._metrics.redis_errors_total.labels("usage").inc()
+
+        # Best effort: a failure is counted in target_redis_errors_total by the pool.
+        with contextlib.suppress(RedisUnavailable):
+            await self._redis.run("usage", add)
 
     async def totals(self, client: str) -> dict[str, int]:
-        raw = await self._redis.hgetall(KEY_PREFIX + client)
+        raw = await self._redis.run("usage", lambda r: r.hgetall(KEY_PREFIX + client))
         return {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}
