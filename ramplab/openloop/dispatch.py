@@ -41,9 +41,13 @@ class Dispatcher:
     def try_dispatch(self, arrival: Arrival) -> bool:
         if not self._idle:
             return False
-        self.busy += 1
+        self.begin()
         self._idle.popleft().set(arrival)
         return True
+
+    def begin(self) -> None:
+        """A user started a request (closed-loop users call this themselves)."""
+        self.busy += 1
 
     def done(self) -> None:
         self.busy -= 1

@@ -136,9 +136,11 @@ class MasterEngine:
         dispatched = [0] * stages
         dropped = [0] * stages
         for report in self.progress.values():
-            for index in range(stages):
-                dispatched[index] += report["dispatched"][index] if report["dispatched"] else 0
-                dropped[index] += report["dropped"][index] if report["dropped"] else 0
+            for index, (sent, lost) in enumerate(
+                zip(report["dispatched"], report["dropped"], strict=True)
+            ):
+                dispatched[index] += sent
+                dropped[index] += lost
         scheduled: list[int] | None = None
         if plan.mode == "open":
             schedule = build_schedule(self.shape, make_process(plan.arrivals), plan.seed)

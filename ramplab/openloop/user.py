@@ -66,7 +66,7 @@ class RampUser(LLMStreamUser):
         if stage is None:
             gevent.sleep(IDLE_S * 10)
             return
-        engine.dispatcher.busy += 1
+        engine.dispatcher.begin()
         try:
             self.run_request(step=stage.index)
         finally:

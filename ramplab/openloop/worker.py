@@ -23,7 +23,7 @@ from ramplab.openloop.dispatch import Dispatcher
 from ramplab.openloop.plan import PROGRESS_MESSAGE, Plan
 from ramplab.pacer import Arrival, Pacer
 from ramplab.record import RequestRecord
-from ramplab.shapes import Shape, parse_shape
+from ramplab.shapes import Shape, Stage, parse_shape
 from ramplab.steps import count_measured
 
 REPORT_S = 0.5
@@ -85,7 +85,7 @@ class WorkerEngine:
             return True
         return False
 
-    def stage_at(self, clock: float) -> Any:
+    def stage_at(self, clock: float) -> Stage | None:
         return self.shape.stage_at(clock - self.start_clock) if self.shape else None
 
     def observe(self, record: RequestRecord) -> None:
