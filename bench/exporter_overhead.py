@@ -1,0 +1,154 @@
+"""What the Prometheus exporter costs a Locust worker: exporter on vs off, same run.
+
+One real ``locust --headless`` process (``llm_stream.py``, closed loop) streams from a real
+target whose model is unpaced, so each request is mostly the client's own work (64 one-token
+SSE events to parse, time and record). With the exporter on, ``/metrics`` is also scraped every
+second, as a Prometheus with a 1 s interval would. On and off runs alternate, ``REPEATS`` each.
+
+The figure of merit is requests per CPU-second of the Locust process (its own user + system
+time, from ``wait4``): on a shared two-core machine the wall-clock rate depends on what else
+runs, the CPU each request costs the worker much less so. Wall-clock requests/s are shown too.
+Goal: the exporter costs ≤ 5 % (ratio ≥ 0.95).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from bench.servers import REPO, target
+from target_service.embedded_redis import free_port
+
+UNPACED = {
+    "APP_LATENCY__PREFILL_OVERHEAD_MS": "0",
+    "APP_LATENCY__PREFILL_PER_TOKEN_MS": "0",
+    "APP_LATENCY__ITL_MS": "0",
+    "APP_SCHEDULER__MAX_NUM_SEQS": "256",
+    "APP_SIGNING__MODE": "off",
+    "APP_LOG_LEVEL": "warning",
+}
+USERS = 16
+TOKENS = 64
+DURATION_S = 15
+REPEATS = 3
+SCRAPE_S = 1.0
+
+
+@dataclass(frozen=True)
+class Result:
+    requests: int
+    cpu_s: float
+    wall_s: float
+
+    @property
+    def per_cpu_s(self) -> float:
+        return self.requests / self.cpu_s
+
+    @property
+    def per_s(self) -> float:
+        return self.requests / DURATION_S
+
+
+def _scrape(port: int, stop: threading.Event) -> None:
+    while not stop.wait(SCRAPE_S):
+        with contextlib.suppress(httpx.HTTPError):  # not up yet, or already gone
+            httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2.0)
+
+
+def one_run(host: str, exporter: bool) -> Result:
+    with tempfile.TemporaryDirectory(prefix="ramplab-bench-") as out:
+        command = [
+            sys.executable, "-m", "locust", "-f", "locustfiles/llm_stream.py", "--host", host,
+            "--headless", "--only-summary", "-u", str(USERS), "-r", str(USERS),
+            "-t", f"{DURATION_S}s", "--max-tokens", str(TOKENS), "--ignore-eos",
+            "--chunk-size", "1", "--results-dir", out, "--loglevel", "WARNING",
+        ]  # fmt: skip
+        port = free_port()
+        if exporter:
+            command += ["--metrics-port", str(port)]
+        stop = threading.Event()
+        scraper = threading.Thread(target=_scrape, args=(port, stop), daemon=True)
+        process = subprocess.Popen(
+            command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        if exporter:
+            scraper.start()
+        started = os.times().elapsed
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = os.times().elapsed - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        stop.set()
+        if exporter:
+            scraper.join()
+        if process.returncode != 0:
+            raise RuntimeError(f"locust exited with {process.returncode}: {command}")
+        requests = (Path(out) / "requests.jsonl").read_text().count("\n")
+    return Result(requests, usage.ru_utime + usage.ru_stime, wall)
+
+
+def run() -> str:
+    results: dict[bool, list[Result]] = {False: [], True: []}
+    with target(UNPACED) as port:
+        host = f"http://127.0.0.1:{port}"
+        one_run(host, exporter=False)  # warm-up: imports, page cache, the target's first calls
+        for _ in range(REPEATS):
+            for exporter in (False, True):
+                result = one_run(host, exporter)
+                results[exporter].append(result)
+                print(
+                    f"exporter {'on ' if exporter else 'off'}: {result.requests} requests, "
+                    f"{result.cpu_s:.2f} CPU-s, {result.per_cpu_s:.1f} req/CPU-s",
+                    flush=True,
+                )
+
+    def median(exporter: bool, key: str) -> float:
+        return statistics.median(getattr(r, key) for r in results[exporter])
+
+    off_cpu, on_cpu = median(False, "per_cpu_s"), median(True, "per_cpu_s")
+    off_wall, on_wall = median(False, "per_s"), median(True, "per_s")
+    ratio = on_cpu / off_cpu
+    verdict = "met" if ratio >= 0.95 else "NOT met"
+    runs = "\n".join(
+        f"| {'on' if exporter else 'off'} | {i + 1} | {r.requests:,} | {r.cpu_s:.2f} | "
+        f"{r.per_cpu_s:.1f} | {r.per_s:.1f} |"
+        for exporter in (False, True)
+        for i, r in enumerate(results[exporter])
+    )
+    return "\n".join(
+        [
+            "## Exporter overhead on a Locust worker",
+            "",
+            f"One `locust --headless` process, {USERS} closed-loop users, {TOKENS}-token streams "
+            f"(one token per SSE event) from an unpaced target, {DURATION_S} s per run, "
+            f"exporter off and on (`--metrics-port`, scraped every {SCRAPE_S:.0f} s) alternating, "
+            f"{REPEATS} runs each after one warm-up run. Throughput per CPU-second of the "
+            "Locust process (user + system time) is the figure; the machine is shared with "
+            "other engineers' tests, so wall-clock rates vary more.",
+            "",
+            "| exporter | median requests / CPU-s | median requests / s |",
+            "|---|---:|---:|",
+            f"| off | {off_cpu:.1f} | {off_wall:.1f} |",
+            f"| on | {on_cpu:.1f} | {on_wall:.1f} |",
+            f"| **on / off** | **{ratio:.3f}** | {on_wall / off_wall:.3f} |",
+            "",
+            f"Goal: on / off ≥ 0.95 (≤ 5 % cost) per CPU-second — {verdict} in this run.",
+            "",
+            "| exporter | run | requests | CPU-s | requests / CPU-s | requests / s |",
+            "|---|---:|---:|---:|---:|---:|",
+            runs,
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    print(run())
