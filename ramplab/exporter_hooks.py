@@ -137,6 +137,7 @@ def _on_init(environment: Any, **_: Any) -> None:
         return
     scenario = _scenario(parsed, chosen.scenario)
     exporters = _Exporters(chosen)
+    option = "--metrics-port"
     try:
         if serves_load:
             registry = CollectorRegistry()
@@ -145,13 +146,13 @@ def _on_init(environment: Any, **_: Any) -> None:
             hooks.add_sink(environment, exporters.load.observe)
             exporters.ports.append(serve(registry, chosen.port, chosen.host))
         if serves_run:
+            option = "--master-metrics-port"
             registry = CollectorRegistry()
             ProcessCollector(registry=registry)
             exporters.gauges = MasterGauges(registry, chosen.run_id, scenario)
             exporters.ports.append(serve(registry, chosen.master_port, chosen.host))
-    except OSError as exc:
-        port = "--master-metrics-port" if exporters.load is not None else "--metrics-port"
-        hooks.fail(f"{port}: cannot serve /metrics on {chosen.host}: {exc}")
+    except OSError as exc:  # the port is taken, or the host is not an address of this machine
+        hooks.fail(f"{option}: cannot serve /metrics on {chosen.host}: {exc}")
         return
     log.info("serving /metrics on %s ports %s", chosen.host, exporters.ports)
     exporters.greenlets.append(gevent.spawn(_poll, environment, exporters))

@@ -7,6 +7,7 @@ prometheus_client's text parser, and their sums compared with ``requests.jsonl``
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -112,12 +113,27 @@ def test_two_workers_sum_to_the_records(target: TargetProcess, tmp_path: Path) -
     assert total([master], "process_cpu_seconds_total") > 0
 
 
-def test_a_bad_metrics_port_exits_2_naming_it(target: TargetProcess) -> None:
-    done = subprocess.run(
+def run_locust(target: TargetProcess, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "locust", "-f", "locustfiles/llm_stream.py", "--host", target.url,
-         "--headless", "-u", "1", "-t", "2s", "--metrics-port", "70000"],
+         "--headless", "-u", "1", "-t", "2s", *options],
         cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
+
+
+def test_a_bad_metrics_port_exits_2_naming_it(target: TargetProcess) -> None:
+    done = run_locust(target, "--metrics-port", "70000")
     assert done.returncode == 2
     assert "--metrics-port" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_taken_port_exits_2_naming_the_option(target: TargetProcess) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        done = run_locust(target, "--master-metrics-port", port)
+    assert done.returncode == 2
+    assert "--master-metrics-port: cannot serve /metrics" in done.stderr
     assert "Traceback" not in done.stderr
