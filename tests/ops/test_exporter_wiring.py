@@ -68,6 +68,15 @@ def test_two_workers_sum_to_the_records(target: TargetProcess, tmp_path: Path) -
             return total([gauges], "ramplab_workers", run="wired") == 2
 
         wait_for(master_reports_two_workers, timeout_s=30, what="master gauges: 2 workers")
+
+        def master_offers_a_stage_rate() -> bool:
+            gauges = [totals(run.master_url)]
+            return (
+                total(gauges, "ramplab_target_qps", run="wired") in (6, 12)
+                and total(gauges, "ramplab_users", run="wired") > 0
+            )
+
+        wait_for(master_offers_a_stage_rate, timeout_s=30, what="master gauges: a stage's rate")
         wait_for(run.master_finished, timeout_s=60, what="the run to end\n" + run.log())
         wait_for(
             lambda: total([totals(run.master_url)], "ramplab_run_info", run="wired") == 0,
