@@ -543,6 +543,21 @@ def retries_and_recovery() -> Dashboard:
                 unit="reqps",
             ),
             Panel(
+                "Seconds since the last failure",
+                "Counts up from the last failed request (over the last hour): after an outage "
+                "ends, it is how long the run has been clean again.",
+                (
+                    Query(
+                        "time() - max(max_over_time((timestamp(sum(increase("
+                        f'ramplab_requests_total{{{LG}, outcome="error"}}[5s])) > 0))[1h:1s]))',
+                        "seconds",
+                    ),
+                ),
+                unit="s",
+                kind="stat",
+                width=6,
+            ),
+            Panel(
                 "Target refusals",
                 "429 and 503 the target sent (rate limits, injected faults), per second.",
                 (
