@@ -64,9 +64,7 @@ def target(
     redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Target]:
     clients = orjson.dumps([{"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}]).decode()
-    env = target_env(
-        redis_server, auth__mode="jwt", auth__clients=clients, admin_token=ADMIN_TOKEN
-    )
+    env = target_env(redis_server, auth__mode="jwt", auth__clients=clients, admin_token=ADMIN_TOKEN)
     log = tmp_path_factory.mktemp("auth") / "target.log"
     with TargetProcess(env, log_path=log) as process:
         yield Target(process, env, redis_server)

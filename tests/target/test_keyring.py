@@ -154,9 +154,9 @@ def _walk_one_key_through_its_life(
 
     wait_for_epoch(start + 1)
     # Overlap: the old token still verifies, on each process.
-    assert {pid: verify_on(pid, client, old_token) for pid, client in pinned.items()} == {
-        pid: 200 for pid in pinned
-    }
+    assert {
+        pid: verify_on(pid, client, old_token) for pid, client in pinned.items()
+    } == dict.fromkeys(pinned, 200)
     new_token, _ = issue(process.url)
     new_kid = jwt.get_unverified_header(new_token)["kid"]
     assert {new_kid} == next_kids
@@ -174,9 +174,9 @@ def _walk_one_key_through_its_life(
     claims = {"iss": "ramplab-target", "aud": "ramplab", "sub": "rot", "iat": now, "nbf": now}
     forged = jwt.encode({**claims, "exp": now + 60}, old_key.rsa, "RS256", {"kid": old_kid})
     for _ in range(2):
-        assert {pid: verify_on(pid, client, forged) for pid, client in pinned.items()} == {
-            pid: 401 for pid in pinned
-        }
+        assert {
+            pid: verify_on(pid, client, forged) for pid, client in pinned.items()
+        } == dict.fromkeys(pinned, 401)
     jwks = {k["kid"] for k in fresh(process.url, "GET", "/.well-known/jwks.json").json()["keys"]}
     assert old_kid not in jwks
     assert new_kid in jwks
