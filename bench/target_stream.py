@@ -19,6 +19,8 @@ UNPACED = {
     "APP_LATENCY__PREFILL_PER_TOKEN_MS": "0",
     "APP_LATENCY__ITL_MS": "0",
     "APP_SCHEDULER__MAX_NUM_SEQS": "256",
+    # The section says "signing off": the default is `locked`, one RSA signature per stream.
+    "APP_SIGNING__MODE": "off",
     "APP_LOG_LEVEL": "warning",
 }
 TOKENS = 256
