@@ -109,7 +109,9 @@ def run() -> str:
         "## Pacing error at 200 concurrent streams",
         "",
         "ITL 20 ms, 100 tokens per stream, chunk size 1, slowdown 0; gaps measured by the client "
-        "when the bytes arrive. Span error = (last − first token) − 99 × 20 ms: drift, if any.",
+        "when the bytes arrive. Span error = (last − first token) − 99 × 20 ms: drift, if any;"
+        " negative when a late first token is followed by tokens that keep their absolute"
+        " deadlines (they catch up instead of drifting).",
         "",
         "| gap error p50 | gap error p99 | span error p50 | span error p99 |",
         "|---:|---:|---:|---:|",
