@@ -18,7 +18,7 @@ What it isolates, and how:
   concurrency, so requests queue on the lock and not in front of the pool.
 * **The ceiling is compared with the machine**: the RSA-2048 PKCS#1 v1.5 SHA-256 sign rate of one
   thread (``cryptography``; ``openssl speed`` too when installed) is measured in the same run,
-  before the levels and after each mode, per wall-clock second and per CPU-second of the thread
+  before the levels and between them, per wall-clock second and per CPU-second of the thread
   (the machine is shared, so the wall-clock rate moves with other people's jobs);
   ``locked``'s best throughput × ``work_factor`` is its signature rate, which the lock caps at
   one core's.
@@ -46,6 +46,7 @@ from bench.servers import REPO, target
 ADMIN = "bench-admin-token"
 MODES = ["locked", "parallel", "ed25519", "off"]
 LEVELS = [1, 2, 4, 8, 16, 32, 64, 128]
+SAMPLE_AFTER = {2, 8, 32, 128}  # levels after which the machine's sign rate is sampled again
 WORK_FACTOR = 8
 WARMUP_S = 0.5
 DURATION_S = 3.0
@@ -195,8 +196,8 @@ def level(url: str, port: int, target_pid: int, mode: str, concurrency: int) -> 
 @dataclass
 class Run:
     levels: list[Level]
-    # One-thread sign rates sampled before the levels and after each mode, so the machine's
-    # rate is known at several moments of a run that others share.
+    # One-thread sign rates sampled before the levels and between them, so the machine's rate
+    # is known at several moments of a run that others share.
     samples: list[SignRate]
     openssl: float | None
 
@@ -211,14 +212,16 @@ def measure() -> Run:
     with target(ENV) as port:
         url = f"http://127.0.0.1:{port}"
         target_pid = int(httpx.get(url + "/healthz").json()["pid"])
-        for mode in MODES:
-            put = httpx.put(
-                url + "/admin/config",
-                json={"signing": {"mode": mode, "work_factor": WORK_FACTOR}},
-                headers={"authorization": f"Bearer {ADMIN}"},
-            )
-            put.raise_for_status()
-            for concurrency in LEVELS:
+        # Modes take turns at each level, so a burst of background load on the shared machine
+        # hits all four alike instead of one mode's whole sweep.
+        for concurrency in LEVELS:
+            for mode in MODES:
+                put = httpx.put(
+                    url + "/admin/config",
+                    json={"signing": {"mode": mode, "work_factor": WORK_FACTOR}},
+                    headers={"authorization": f"Bearer {ADMIN}"},
+                )
+                put.raise_for_status()
                 rows.append(level(url, port, target_pid, mode, concurrency))
                 r = rows[-1]
                 print(
@@ -226,7 +229,9 @@ def measure() -> Run:
                     f" lock {r.lock_share:6.1%} client {r.client_cpu:4.0%}",
                     flush=True,
                 )
-            samples.append(rsa_sign_rate())
+            if concurrency in SAMPLE_AFTER:
+                samples.append(rsa_sign_rate())
+    rows.sort(key=lambda r: (MODES.index(r.mode), r.concurrency))
     return Run(rows, samples, openssl)
 
 
@@ -251,7 +256,8 @@ def report(run: Run) -> str:
         f" off, and `work_factor` {WORK_FACTOR}: each response computes {WORK_FACTOR} RSA-2048"
         " signatures, so the signature dominates a request's cost. For each mode and level a"
         " separate closed-loop load process (`bench/closed_loop.py`, kept-alive connections)"
-        f" keeps that many requests in flight: {WARMUP_S:g} s warm-up, then {DURATION_S:g} s"
+        " keeps that many requests in flight (the four modes take turns at each level):"
+        f" {WARMUP_S:g} s warm-up, then {DURATION_S:g} s"
         " measured, starting and ending with nothing in flight. Throughput and latency"
         " percentiles are the client's; the shares are the target's own: the increase of"
         " `target_sign_lock_wait_seconds_sum` (lock), `target_sign_seconds_sum` (signing) and"
@@ -277,7 +283,7 @@ def report(run: Run) -> str:
     lines += [
         "",
         f"Machine's RSA-2048 sign rate on one thread, same run, sampled {len(run.samples)}"
-        f" times (before the levels and after each mode): wall-clock {samples}/s (median"
+        f" times (before the levels and between them): wall-clock {samples}/s (median"
         f" {wall:,.0f}/s); per CPU-second of the signing thread, median {cpu:,.0f}/s"
         f"{openssl_text}.",
         "",
