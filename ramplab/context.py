@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ramplab.auth import JwtAuth, StaticKeyAuth
+from ramplab.auth import AuthError, JwtAuth, StaticKeyAuth
 from ramplab.chain import Auth, NoAuth
 from ramplab.client import ClientOptions, make_client
 from ramplab.record import RequestRecord
 from ramplab.settings import OptionError, UserSettings
+from ramplab.workload import Messages, load_prompts
 
 Sink = Callable[[RequestRecord], None]
 
@@ -58,6 +59,7 @@ class UserContext:
     worker: str
     sinks: list[Sink] = field(default_factory=list)
     rng: random.Random = field(default_factory=random.Random)
+    prompts: list[Messages] | None = None  # the --prompts-file, read once per process
     _model: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -70,6 +72,8 @@ class UserContext:
         if not host.startswith(("http://", "https://")):
             raise OptionError(f"--host {host!r} must start with http:// or https://")
         host = host.rstrip("/")
+        # Read here, where a bad file stops the process with exit 2, not in each user.
+        prompts = load_prompts(settings.prompts_file) if settings.prompts_file else None
         client = make_client(client_options(settings))
         return cls(
             settings=settings,
@@ -78,6 +82,7 @@ class UserContext:
             auth=make_auth(settings, client, host),
             worker=worker,
             rng=random.Random(settings.seed),
+            prompts=prompts,
             _model=settings.model,
         )
 
@@ -94,12 +99,12 @@ class UserContext:
         return self._model
 
     def _first_model(self) -> str:
-        headers = {**self.settings.extra_headers, **self.auth.headers()}
         try:
+            headers = {**self.settings.extra_headers, **self.auth.headers()}
             response = self.client.get(self.host + "/v1/models", headers=headers)
             response.raise_for_status()
             return str(response.json()["data"][0]["id"])
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+        except (AuthError, httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise OptionError(
                 f"--model not given and GET {self.host}/v1/models failed: {exc}"
             ) from exc

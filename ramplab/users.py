@@ -38,7 +38,7 @@ class LLMStreamUser(User):
         self.shared: UserContext = context_for(environment)
         self.retry: RetryPolicy = self.make_retry_policy()
         settings = self.shared.settings
-        self.prompts: PromptSource = prompt_source(settings, self.shared.rng)
+        self.prompts: PromptSource = prompt_source(settings, self.shared.rng, self.shared.prompts)
         self.chain = RequestChain(
             self.shared.client,
             Endpoint(self.shared.url, settings.request_timeout_s),
