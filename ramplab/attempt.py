@@ -8,7 +8,8 @@ Error kinds (``docs/metrics.md``): ``http_status`` (an HTTP error status before 
 ``auth_error`` (401/403), ``no_done`` (stream ended without ``[DONE]``), ``stream_error`` (an error
 event inside the stream), ``malformed_json``, ``connection_dropped`` (the connection broke
 mid-response), ``timeout`` (connect, read or the request's total budget), ``connect_error``,
-``tls_error`` (handshake or certificate verification failed).
+``tls_error`` (handshake or certificate verification failed), ``integrity`` (asked to verify the
+response's signature, and it is missing or does not match: ``integrity.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ import httpx
 import orjson
 
 from ramplab.client import PhaseTrace
+from ramplab.integrity import (
+    ERROR_KIND as INTEGRITY,
+)
+from ramplab.integrity import (
+    SIGNATURE_COMMENT,
+    IntegrityError,
+    Signature,
+    Verifier,
+)
 from ramplab.sse import SSEEvent, SSEParser
 
 Clock = Callable[[], float]
@@ -60,6 +70,12 @@ class AttemptResult:
     phases_ms: dict[str, float] = field(default_factory=dict)
     retry_after_s: float | None = None
     connected: bool = False
+    # For integrity checks (integrity.py): the text exactly as signed, and the signature.
+    completion_id: str | None = None
+    content_parts: list[str] = field(default_factory=list)
+    signature: Signature | None = None
+    signature_problem: str | None = None  # a signature was sent but could not be read
+    integrity: str | None = None  # "verified" once checked; None when not asked for
 
     @property
     def ok(self) -> bool:
@@ -130,6 +146,15 @@ def _content_text(chunk: Mapping[str, Any]) -> str:
     return text
 
 
+def _collect_content(result: AttemptResult, chunk: Mapping[str, Any]) -> None:
+    # Only ``delta.content`` of the first choice: exactly what the target signs.
+    choices = chunk.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        delta = choices[0].get("delta")
+        if isinstance(delta, Mapping) and isinstance(delta.get("content"), str):
+            result.content_parts.append(delta["content"])
+
+
 class _StreamFailure(Exception):
     def __init__(self, kind: str, detail: str) -> None:
         super().__init__(detail)
@@ -150,7 +175,12 @@ def _apply_usage(result: AttemptResult, usage: Any) -> None:
 def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
     if event.comment is not None:
         name, _, payload = event.comment.partition(" ")
-        if name == TIMING_COMMENT:
+        if name == SIGNATURE_COMMENT:
+            try:
+                result.signature = Signature.from_comment(payload)
+            except IntegrityError as exc:
+                result.signature_problem = str(exc)
+        elif name == TIMING_COMMENT:
             try:
                 timing = orjson.loads(payload)
             except orjson.JSONDecodeError:
@@ -178,6 +208,9 @@ def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
     if "error" in chunk and not chunk.get("choices"):
         raise _StreamFailure("stream_error", event.data[:500])
     _apply_usage(result, chunk.get("usage"))
+    if result.completion_id is None and isinstance(chunk.get("id"), str):
+        result.completion_id = chunk["id"]
+    _collect_content(result, chunk)
     text = _content_text(chunk)
     if text:
         result.token_events.append(TokenEvent(event.first_byte_at, text))
@@ -282,6 +315,12 @@ def _read_whole(
     if not isinstance(data, dict):
         raise _StreamFailure("malformed_json", "response body is not a JSON object")
     _apply_usage(result, data.get("usage"))
+    if isinstance(data.get("id"), str):
+        result.completion_id = data["id"]
+    try:
+        result.signature = Signature.from_headers(response.headers)
+    except IntegrityError as exc:
+        result.signature_problem = str(exc)
     text = ""
     for choice in data.get("choices") or ():
         message = choice.get("message") if isinstance(choice, dict) else None
@@ -289,5 +328,21 @@ def _read_whole(
             text += message["content"]
     result.events = 1
     result.saw_done = True
+    result.content_parts.append(text)
     if text:
         result.token_events.append(TokenEvent(done_at, text))
+
+
+def verify_attempt(result: AttemptResult, verifier: Verifier) -> None:
+    """Check a successful attempt's signature; a failure turns it into an ``integrity`` error."""
+    if not result.ok:
+        return
+    try:
+        if result.signature_problem is not None:
+            raise IntegrityError(result.signature_problem)
+        verifier.verify(result.completion_id, "".join(result.content_parts), result.signature)
+    except IntegrityError as exc:
+        result.error_kind, result.error_detail = INTEGRITY, str(exc)
+        result.integrity = "failed"
+        return
+    result.integrity = "verified"

@@ -17,6 +17,7 @@ import httpx
 from ramplab.auth import AuthError, JwtAuth, StaticKeyAuth
 from ramplab.chain import Auth, NoAuth
 from ramplab.client import ClientOptions, make_client
+from ramplab.integrity import JwksKeys, Verifier
 from ramplab.record import RequestRecord
 from ramplab.settings import OptionError, UserSettings
 from ramplab.workload import Messages, load_prompts
@@ -60,6 +61,7 @@ class UserContext:
     sinks: list[Sink] = field(default_factory=list)
     rng: random.Random = field(default_factory=random.Random)
     prompts: list[Messages] | None = None  # the --prompts-file, read once per process
+    verifier: Verifier | None = None  # --verify-signature: one JWKS cache per process
     _model: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -83,6 +85,11 @@ class UserContext:
             worker=worker,
             rng=random.Random(settings.seed),
             prompts=prompts,
+            verifier=(
+                Verifier(JwksKeys(client, host + settings.jwks_path, settings.extra_headers))
+                if settings.verify_signature
+                else None
+            ),
             _model=settings.model,
         )
 

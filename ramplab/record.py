@@ -59,6 +59,7 @@ class RequestRecord:
     slo_ok: bool | None = None  # met every campaign SLO (goodput), None when no SLOs are set
     error_detail: str | None = None  # what went wrong, for a person reading the record
     tokens_per_event: list[int] = field(default_factory=list)  # per token-bearing event
+    integrity: str | None = None  # "verified" / "failed" with --verify-signature, else None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -45,6 +45,7 @@ class LLMStreamUser(User):
             auth=self.shared.auth,
             retry=self.retry,
             worker=self.shared.worker,
+            verifier=self.shared.verifier,
         )
 
     def make_retry_policy(self) -> RetryPolicy:
