@@ -67,6 +67,7 @@ class AttemptResult:
     completion_tokens: int | None = None  # from the server's usage
     server_timing_ms: dict[str, float] = field(default_factory=dict)
     server_tokens_per_event: int | None = None  # declared by the server (target extension)
+    server_events_ms: list[float] = field(default_factory=list)  # disclosed send times
     phases_ms: dict[str, float] = field(default_factory=dict)
     retry_after_s: float | None = None
     connected: bool = False
@@ -189,6 +190,9 @@ def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
                 for key, value in timing.items():
                     if key.endswith("_ms") and isinstance(value, int | float):
                         result.server_timing_ms[key.removesuffix("_ms")] = float(value)
+                events = timing.get("events_ms")
+                if isinstance(events, list) and all(isinstance(v, int | float) for v in events):
+                    result.server_events_ms = [float(v) for v in events]
                 chunk_size = timing.get("chunk_size")
                 if isinstance(chunk_size, int) and chunk_size > 0:
                     result.server_tokens_per_event = chunk_size

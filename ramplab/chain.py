@@ -247,6 +247,7 @@ class RequestChain:
             events=last.events,
             error_detail=last.error_detail,
             integrity=last.integrity,
+            server_events_ms=list(last.server_events_ms),
         )
         phases = dict(last.phases_ms)
         if last.headers_at is not None:

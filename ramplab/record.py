@@ -59,6 +59,9 @@ class RequestRecord:
     slo_ok: bool | None = None  # met every campaign SLO (goodput), None when no SLOs are set
     error_detail: str | None = None  # what went wrong, for a person reading the record
     tokens_per_event: list[int] = field(default_factory=list)  # per token-bearing event
+    # The server's own send time of each content event, ms after its arrival, when it discloses
+    # them (the reference target's ``timing_detail`` extension): for checking our own accuracy.
+    server_events_ms: list[float] = field(default_factory=list)
     integrity: str | None = None  # "verified" / "failed" with --verify-signature, else None
 
     def to_dict(self) -> dict[str, Any]:

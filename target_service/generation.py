@@ -5,7 +5,12 @@ Phases before the response headers (and so in ``Server-Timing``): ``auth``, ``ra
 SSE comment line just before ``data: [DONE]``, which OpenAI clients discard::
 
     : ramplab-timing {"queue_ms":..,"prefill_ms":..,"decode_ms":..,"sign_ms":..,
-                      "lock_wait_ms":..,"sign_queue_ms":..,"output_tokens":..}
+                      "lock_wait_ms":..,"sign_queue_ms":..,"output_tokens":..,"ttft_ms":..}
+
+``ttft_ms`` is what ``target_ttft_seconds`` observes for this request (arrival → first content
+event handed to the transport); with the ``timing_detail`` extension the comment also lists
+``events_ms``, every content event's send time in ms after arrival, for clients that measure
+their own timestamp error against the server's.
 
 The response signature (``signing.py``) is computed when the last content event is due and
 before it is sent: the whole text is known by then, and a signature waiting on the lock delays the
@@ -56,6 +61,7 @@ class Completion:
     prefill_s: float
     first_token_due: float
     pre_timing: str = ""
+    sent_at: list[float] = field(default_factory=list)  # loop time of each content event sent
     completion_id: str = field(default_factory=lambda: "chatcmpl-" + uuid.uuid4().hex[:24])
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -186,6 +192,8 @@ class Generator:
                         failure = "error_event"
                 yield encoder.content("".join(tokens[sent : sent + count]))
                 now = loop.time()
+                if sent == 0 or done.request.timing_detail:
+                    done.sent_at.append(now)
                 if sent == 0:
                     self.metrics.ttft.observe(now - done.arrival)
                 else:
@@ -281,7 +289,7 @@ class Generator:
     def _timing(
         done: Completion, decode_s: float, tokens: int, signature: Signature | None
     ) -> dict[str, Any]:
-        return {
+        timing: dict[str, Any] = {
             "queue_ms": round(done.queue_s * 1000, 3),
             "prefill_ms": round(done.prefill_s * 1000, 3),
             "decode_ms": round(decode_s * 1000, 3),
@@ -292,6 +300,11 @@ class Generator:
             "chunk_size": done.chunk_size,
             "seed": done.seed,
         }
+        if done.sent_at:
+            timing["ttft_ms"] = round((done.sent_at[0] - done.arrival) * 1000, 3)
+        if done.request.timing_detail:
+            timing["events_ms"] = [round((t - done.arrival) * 1000, 3) for t in done.sent_at]
+        return timing
 
     def _record_usage(self, client: str, prompt_tokens: int, completion_tokens: int) -> None:
         task = asyncio.get_running_loop().create_task(
