@@ -8,6 +8,12 @@ the trace callback picks it up from ``connection.connect_tcp.complete``.
 
 Switches (so their effect can be measured, §4.1): DNS caching, connection reuse (keep-alive vs a
 new connection per request), TLS verification (on unless turned off explicitly, custom CA bundle).
+
+Each streaming user gets a client of its own (one connection, like Locust's ``HttpUser``), all of
+a process sharing one TLS context and one DNS cache: httpcore's pool walks every connection it
+holds — and polls each idle socket — whenever a request is assigned, so one pool shared by N users
+costs O(N) per request; at 100 users that was most of the generator's CPU (``bench/
+stream_accuracy.py``).
 """
 
 from __future__ import annotations
@@ -67,20 +73,34 @@ class _TimedStream(httpcore.NetworkStream):
         return self.inner.get_extra_info(info)
 
 
-class TimedBackend(httpcore.NetworkBackend):
-    """Resolves names itself (timed, optionally cached), then connects to the address."""
+class DnsCache:
+    """Resolved addresses by ``(host, port)``, shared by every client of a process."""
 
-    def __init__(self, cache: bool, clock: Clock = time.perf_counter) -> None:
-        self._inner = httpcore.SyncBackend()
-        self._cache: dict[tuple[str, int], str] | None = {} if cache else None
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, int], str] = {}
         self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> str | None:
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: tuple[str, int], address: str) -> None:
+        with self._lock:
+            self._entries[key] = address
+
+
+class TimedBackend(httpcore.NetworkBackend):
+    """Resolves names itself (timed, cached when given a cache), then connects to the address."""
+
+    def __init__(self, cache: DnsCache | None, clock: Clock = time.perf_counter) -> None:
+        self._inner = httpcore.SyncBackend()
+        self._cache = cache
         self._clock = clock
 
     def _resolve(self, host: str, port: int, timeout: float | None) -> str:
         key = (host, port)
         if self._cache is not None:
-            with self._lock:
-                cached = self._cache.get(key)
+            cached = self._cache.get(key)
             if cached is not None:
                 return cached
         try:
@@ -89,8 +109,7 @@ class TimedBackend(httpcore.NetworkBackend):
             raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
         address = str(infos[0][4][0])
         if self._cache is not None:
-            with self._lock:
-                self._cache[key] = address
+            self._cache.put(key, address)
         return address
 
     def connect_tcp(
@@ -132,27 +151,42 @@ def ssl_context(options: ClientOptions) -> ssl.SSLContext:
 class TimedTransport(httpx.HTTPTransport):
     """``httpx.HTTPTransport`` whose pool uses ``TimedBackend`` and the reuse switch."""
 
-    def __init__(self, options: ClientOptions, clock: Clock = time.perf_counter) -> None:
+    def __init__(
+        self,
+        options: ClientOptions,
+        clock: Clock = time.perf_counter,
+        tls: ssl.SSLContext | None = None,
+        dns: DnsCache | None = None,
+    ) -> None:
         super().__init__()
+        if dns is None and options.dns_cache:
+            dns = DnsCache()
         # Replacing the pool is the one way to give httpx's own transport a network backend;
         # httpx is pinned below 0.29, where ``_pool`` is what ``handle_request`` uses.
         self._pool = httpcore.ConnectionPool(
-            ssl_context=ssl_context(options),
+            ssl_context=tls if tls is not None else ssl_context(options),
             max_connections=options.max_connections,
             max_keepalive_connections=None if options.reuse_connections else 0,
             keepalive_expiry=None if options.reuse_connections else 0.0,
-            network_backend=TimedBackend(options.dns_cache, clock),
+            network_backend=TimedBackend(dns if options.dns_cache else None, clock),
         )
 
 
-def make_client(options: ClientOptions, clock: Clock = time.perf_counter) -> httpx.Client:
+def make_client(
+    options: ClientOptions,
+    clock: Clock = time.perf_counter,
+    tls: ssl.SSLContext | None = None,
+    dns: DnsCache | None = None,
+) -> httpx.Client:
+    """A client; pass ``tls`` and ``dns`` to share a TLS context and DNS cache between clients."""
     timeout = httpx.Timeout(
         connect=options.connect_timeout_s,
         read=options.read_timeout_s,
         write=options.read_timeout_s,
         pool=options.connect_timeout_s,
     )
-    return httpx.Client(transport=TimedTransport(options, clock), timeout=timeout)
+    transport = TimedTransport(options, clock, tls, dns)
+    return httpx.Client(transport=transport, timeout=timeout)
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ the master on a worker, nothing at all when no results directory was asked for).
 from __future__ import annotations
 
 import random
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ import httpx
 
 from ramplab.auth import AuthError, JwtAuth, StaticKeyAuth
 from ramplab.chain import Auth, NoAuth
-from ramplab.client import ClientOptions, make_client
+from ramplab.client import ClientOptions, DnsCache, make_client, ssl_context
 from ramplab.integrity import JwksKeys, Verifier
 from ramplab.record import RequestRecord
 from ramplab.settings import OptionError, UserSettings
@@ -51,11 +52,18 @@ def make_auth(settings: UserSettings, client: httpx.Client, host: str) -> Auth:
 
 @dataclass(slots=True)
 class UserContext:
-    """Per-process state of the streaming users."""
+    """Per-process state of the streaming users.
+
+    ``client`` serves the process's own calls (model discovery, tokens, JWKS); each user makes its
+    requests with a client of its own from ``new_client()`` (see ``client.py`` for why), all
+    sharing ``tls`` and ``dns``.
+    """
 
     settings: UserSettings
     host: str
     client: httpx.Client
+    tls: ssl.SSLContext
+    dns: DnsCache
     auth: Auth
     worker: str
     sinks: list[Sink] = field(default_factory=list)
@@ -76,11 +84,15 @@ class UserContext:
         host = host.rstrip("/")
         # Read here, where a bad file stops the process with exit 2, not in each user.
         prompts = load_prompts(settings.prompts_file) if settings.prompts_file else None
-        client = make_client(client_options(settings))
+        options = client_options(settings)
+        tls, dns = ssl_context(options), DnsCache()
+        client = make_client(options, tls=tls, dns=dns)
         return cls(
             settings=settings,
             host=host,
             client=client,
+            tls=tls,
+            dns=dns,
             auth=make_auth(settings, client, host),
             worker=worker,
             rng=random.Random(settings.seed),
@@ -92,6 +104,10 @@ class UserContext:
             ),
             _model=settings.model,
         )
+
+    def new_client(self) -> httpx.Client:
+        """A client for one user: its own connection, the process's TLS context and DNS cache."""
+        return make_client(client_options(self.settings), tls=self.tls, dns=self.dns)
 
     @property
     def url(self) -> str:

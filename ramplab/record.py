@@ -65,4 +65,16 @@ class RequestRecord:
     integrity: str | None = None  # "verified" / "failed" with --verify-signature, else None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Field by field, not ``dataclasses.asdict``: that deep-copies every value and cost
+        # ~0.5 ms a record, a measurable share of a busy generator's CPU.
+        data = {name: getattr(self, name) for name in _FIELDS}
+        data["attempt_log"] = [asdict(attempt) for attempt in self.attempt_log]
+        data["itl_ms"] = list(self.itl_ms)
+        data["phases_ms"] = dict(self.phases_ms)
+        data["server_timing_ms"] = dict(self.server_timing_ms)
+        data["tokens_per_event"] = list(self.tokens_per_event)
+        data["server_events_ms"] = list(self.server_events_ms)
+        return data
+
+
+_FIELDS = tuple(RequestRecord.__dataclass_fields__)
