@@ -158,13 +158,16 @@ class TimedTransport(httpx.HTTPTransport):
         tls: ssl.SSLContext | None = None,
         dns: DnsCache | None = None,
     ) -> None:
-        super().__init__()
+        if tls is None:
+            tls = ssl_context(options)
+        # Handing httpx the context stops it from building (and loading CAs into) one of its own.
+        super().__init__(verify=tls)
         if dns is None and options.dns_cache:
             dns = DnsCache()
         # Replacing the pool is the one way to give httpx's own transport a network backend;
         # httpx is pinned below 0.29, where ``_pool`` is what ``handle_request`` uses.
         self._pool = httpcore.ConnectionPool(
-            ssl_context=tls if tls is not None else ssl_context(options),
+            ssl_context=tls,
             max_connections=options.max_connections,
             max_keepalive_connections=None if options.reuse_connections else 0,
             keepalive_expiry=None if options.reuse_connections else 0.0,
