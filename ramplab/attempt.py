@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import orjson
 
-from ramplab.client import PhaseTrace
+from ramplab.client import PhaseTrace, TimedStream
 from ramplab.integrity import (
     ERROR_KIND as INTEGRITY,
 )
@@ -247,6 +247,10 @@ def run_attempt(
         response = client.send(request, stream=True)
         try:
             result.headers_at = trace.headers_at or clock()
+            stream_of = response.extensions.get("network_stream")
+            arrivals = stream_of if isinstance(stream_of, TimedStream) else None
+            if arrivals is not None and arrivals.arrived_at is not None:
+                result.headers_at = min(result.headers_at, arrivals.arrived_at)
             result.status = response.status_code
             timing = response.headers.get("server-timing")
             if timing:
@@ -260,9 +264,9 @@ def run_attempt(
                 result.error_kind = "auth_error" if auth else "http_status"
                 result.error_detail = body_bytes[:500].decode("utf-8", errors="replace")
             elif stream:
-                _read_stream(response, result, clock, deadline)
+                _read_stream(response, result, clock, deadline, arrivals)
             else:
-                _read_whole(response, result, clock, deadline)
+                _read_whole(response, result, clock, deadline, arrivals)
         finally:
             response.close()
     except _StreamFailure as exc:
@@ -272,6 +276,14 @@ def run_attempt(
         result.error_detail = f"{type(exc).__name__}: {exc}"
     result.ended_at = clock()
     result.phases_ms = trace.phases_ms()
+    went_out = trace.went_out
+    if went_out is not None and went_out > result.sent_at:
+        # "Sent" is when the request reached the network (a new connection's connect, or the
+        # first header byte on a kept-alive one); the client's own time before it — building
+        # the request, waiting for the pool or for its greenlet's turn — is the "client" phase.
+        result.phases_ms["client"] = (went_out - result.sent_at) * 1000.0
+        result.sent_epoch += went_out - result.sent_at
+        result.sent_at = went_out
     result.connected = trace.connected
     return result
 
@@ -281,12 +293,23 @@ def _check_deadline(now: float, deadline: float | None) -> None:
         raise _StreamFailure("timeout", "the request's total timeout passed mid-response")
 
 
+def _arrival(now: float, arrivals: TimedStream | None) -> float:
+    """When the bytes just handed over reached this host: the kernel's stamp when there is one."""
+    if arrivals is not None and arrivals.arrived_at is not None:
+        return min(now, arrivals.arrived_at)
+    return now
+
+
 def _read_stream(
-    response: httpx.Response, result: AttemptResult, clock: Clock, deadline: float | None
+    response: httpx.Response,
+    result: AttemptResult,
+    clock: Clock,
+    deadline: float | None,
+    arrivals: TimedStream | None = None,
 ) -> None:
     parser = SSEParser()
     for raw in response.iter_raw():
-        now = clock()  # before anything else touches the bytes
+        now = _arrival(clock(), arrivals)  # before anything else touches the bytes
         if result.first_byte_at is None:
             result.first_byte_at = now
         result.bytes_received += len(raw)
@@ -301,17 +324,21 @@ def _read_stream(
 
 
 def _read_whole(
-    response: httpx.Response, result: AttemptResult, clock: Clock, deadline: float | None
+    response: httpx.Response,
+    result: AttemptResult,
+    clock: Clock,
+    deadline: float | None,
+    arrivals: TimedStream | None = None,
 ) -> None:
     parts: list[bytes] = []
     for raw in response.iter_raw():
-        now = clock()
+        now = _arrival(clock(), arrivals)
         if result.first_byte_at is None:
             result.first_byte_at = now
         result.bytes_received += len(raw)
         parts.append(raw)
         _check_deadline(now, deadline)
-    done_at = clock()
+    done_at = _arrival(clock(), arrivals)
     try:
         data = orjson.loads(b"".join(parts))
     except orjson.JSONDecodeError as exc:
