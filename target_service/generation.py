@@ -8,7 +8,7 @@ SSE comment line just before ``data: [DONE]``, which OpenAI clients discard::
                       "lock_wait_ms":..,"sign_queue_ms":..,"output_tokens":..,"ttft_ms":..}
 
 ``ttft_ms`` is this request's TTFT as the target saw it (arrival → first content event handed to
-the transport); with the ``timing_detail`` extension the comment also lists ``events_ms``, every
+the transport, stamped just before the write); with the ``timing_detail`` extension the comment also lists ``events_ms``, every
 content event's send time in ms after arrival, for clients that measure their own timestamp
 error against the server's. Both are read from ``time.perf_counter()``, not ``loop.time()``:
 uvloop's loop clock is libuv's, in whole milliseconds and cached per loop iteration.
@@ -194,10 +194,13 @@ class Generator:
                         # long gone, so the stream ends with an error event instead of a 503.
                         self.metrics.completions_total.labels("sign_failed").inc()
                         failure = "error_event"
-                yield encoder.content("".join(tokens[sent : sent + count]))
-                now = loop.time()
+                event = encoder.content("".join(tokens[sent : sent + count]))
                 if sent == 0 or done.request.timing_detail:
+                    # Read before the write: the write wakes the client, which on a busy machine
+                    # may run first and delay a stamp taken after it by a whole time slice.
                     done.sent_at.append(time.perf_counter())
+                yield event
+                now = loop.time()
                 if sent == 0:
                     self.metrics.ttft.observe(now - done.arrival)
                 else:
