@@ -8,10 +8,11 @@ SSE comment line just before ``data: [DONE]``, which OpenAI clients discard::
                       "lock_wait_ms":..,"sign_queue_ms":..,"output_tokens":..,"ttft_ms":..}
 
 ``ttft_ms`` is this request's TTFT as the target saw it (arrival → first content event handed to
-the transport, stamped just before the write); with the ``timing_detail`` extension the comment also lists ``events_ms``, every
-content event's send time in ms after arrival, for clients that measure their own timestamp
-error against the server's. Both are read from ``time.perf_counter()``, not ``loop.time()``:
-uvloop's loop clock is libuv's, in whole milliseconds and cached per loop iteration.
+the transport, stamped just before the write); with the ``timing_detail`` extension the comment
+also lists ``events_ms``, every content event's send time in ms after arrival, for clients that
+measure their own timestamp error against the server's. Both are read from
+``time.perf_counter()``, not ``loop.time()``: uvloop's loop clock is libuv's, in whole
+milliseconds and cached per loop iteration.
 
 The response signature (``signing.py``) is computed when the last content event is due and
 before it is sent: the whole text is known by then, and a signature waiting on the lock delays the
