@@ -77,6 +77,7 @@ class AttemptResult:
     signature: Signature | None = None
     signature_problem: str | None = None  # a signature was sent but could not be read
     integrity: str | None = None  # "verified" once checked; None when not asked for
+    seed: int | None = None  # the request's seed, else the one the server reports
 
     @property
     def ok(self) -> bool:
@@ -193,6 +194,9 @@ def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
                 events = timing.get("events_ms")
                 if isinstance(events, list) and all(isinstance(v, int | float) for v in events):
                     result.server_events_ms = [float(v) for v in events]
+                seed = timing.get("seed")
+                if isinstance(seed, int) and result.seed is None:
+                    result.seed = seed
                 chunk_size = timing.get("chunk_size")
                 if isinstance(chunk_size, int) and chunk_size > 0:
                     result.server_tokens_per_event = chunk_size
@@ -234,6 +238,8 @@ def run_attempt(
     payload = orjson.dumps(body)
     stream = bool(body.get("stream", False))
     result = AttemptResult(sent_at=clock(), sent_epoch=wall())
+    if isinstance(body.get("seed"), int):
+        result.seed = body["seed"]
     deadline = None if total_timeout_s is None else result.sent_at + total_timeout_s
     started_body = False
     try:
@@ -371,7 +377,13 @@ def verify_attempt(result: AttemptResult, verifier: Verifier) -> None:
     try:
         if result.signature_problem is not None:
             raise IntegrityError(result.signature_problem)
-        verifier.verify(result.completion_id, "".join(result.content_parts), result.signature)
+        verifier.check(
+            result.completion_id,
+            "".join(result.content_parts),
+            result.signature,
+            result.seed,
+            result.completion_tokens,
+        )
     except IntegrityError as exc:
         result.error_kind, result.error_detail = INTEGRITY, str(exc)
         result.integrity = "failed"

@@ -50,6 +50,15 @@ def make_auth(settings: UserSettings, client: httpx.Client, host: str) -> Auth:
     return NoAuth()
 
 
+def _verifier(settings: UserSettings, client: httpx.Client, host: str) -> Verifier | None:
+    if not (settings.verify_signature or settings.verify_text):
+        return None
+    keys = None
+    if settings.verify_signature:
+        keys = JwksKeys(client, host + settings.jwks_path, settings.extra_headers)
+    return Verifier(keys, text=settings.verify_text)
+
+
 @dataclass(slots=True)
 class UserContext:
     """Per-process state of the streaming users.
@@ -69,7 +78,7 @@ class UserContext:
     sinks: list[Sink] = field(default_factory=list)
     rng: random.Random = field(default_factory=random.Random)
     prompts: list[Messages] | None = None  # the --prompts-file, read once per process
-    verifier: Verifier | None = None  # --verify-signature: one JWKS cache per process
+    verifier: Verifier | None = None  # --verify-signature/-text: one JWKS cache per process
     _model: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -97,11 +106,7 @@ class UserContext:
             worker=worker,
             rng=random.Random(settings.seed),
             prompts=prompts,
-            verifier=(
-                Verifier(JwksKeys(client, host + settings.jwks_path, settings.extra_headers))
-                if settings.verify_signature
-                else None
-            ),
+            verifier=_verifier(settings, client, host),
             _model=settings.model,
         )
 

@@ -1,4 +1,4 @@
-"""Content integrity on request: verify the server's per-response signature against its JWKS.
+"""Content integrity on request: the server's per-response signature, and its deterministic text.
 
 The reference target signs every response (``docs/target.md``, "Response signing"): the UTF-8
 bytes of ``<completion id> + "\\n" + <full content text>`` — for a stream every ``delta.content``
@@ -14,15 +14,21 @@ The canonical-content rule is duplicated from ``target_service/signing.py`` on p
 never imports the target, and the target never imports ramplab); ``tests/ramplab/test_integrity.py``
 signs with the target's code and verifies with this one, so the two cannot drift apart.
 
-Off by default (``--verify-signature``): it is an extension of the reference target. When it is
-asked for, a missing, malformed or wrong signature fails the request with the error kind
-``integrity`` — never a silent success.
+The target's text is also deterministic: each output token is a word drawn from a fixed
+vocabulary by ``random.Random(seed)``, the seed being the request's ``seed`` or the one the
+target reports in its final timing comment (``target_service/textgen.py``, duplicated here on
+purpose as well, and kept equal by the same test module). ``--verify-text`` checks it.
+
+Both are off by default (``--verify-signature``, ``--verify-text``): they are extensions of the
+reference target. When asked for, a missing, malformed or wrong signature, or text that is not
+the seed's, fails the request with the error kind ``integrity`` — never a silent success.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -151,11 +157,51 @@ class JwksKeys:
         return keys
 
 
-class Verifier:
-    """Checks one response's content against its signature."""
+_SYLLABLES = ("ka", "lo", "mi", "ren", "tu", "sa", "vel", "no", "qui", "dra", "fen", "zo", "ith")
 
-    def __init__(self, keys: JwksKeys) -> None:
+
+def _vocabulary(size: int = 2048) -> tuple[str, ...]:
+    rng = random.Random(20240607)
+    words = {
+        "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3))) for _ in range(size * 2)
+    }
+    return tuple(" " + word for word in sorted(words)[:size])
+
+
+_VOCABULARY = _vocabulary()
+
+
+def expected_text(seed: int, tokens: int) -> str:
+    """The reference target's output for ``seed``: ``tokens`` words, each with a leading space."""
+    return "".join(random.Random(seed).choices(_VOCABULARY, k=tokens))
+
+
+class Verifier:
+    """Checks one response's content: its signature (``keys`` given), its text (``text``)."""
+
+    def __init__(self, keys: JwksKeys | None, text: bool = False) -> None:
         self.keys = keys
+        self.text = text
+
+    def check(
+        self,
+        completion_id: str | None,
+        content: str,
+        signature: Signature | None,
+        seed: int | None,
+        tokens: int | None,
+    ) -> None:
+        """Every check asked for; raises ``IntegrityError`` naming the first that fails."""
+        if self.keys is not None:
+            self.verify(completion_id, content, signature)
+        if self.text:
+            if seed is None or tokens is None:
+                raise IntegrityError("the response declares no seed and token count to check")
+            if content != expected_text(seed, tokens):
+                raise IntegrityError(
+                    f"the text is not the {tokens} tokens of seed {seed} "
+                    f"({len(content)} characters received)"
+                )
 
     def verify(self, completion_id: str | None, content: str, signature: Signature | None) -> None:
         """Raises ``IntegrityError`` naming what is wrong; returns when the signature holds."""
@@ -163,6 +209,8 @@ class Verifier:
             raise IntegrityError("the response carries no signature")
         if not completion_id:
             raise IntegrityError("the response carries no completion id to check")
+        if self.keys is None:
+            raise IntegrityError("no JWKS to verify the signature with")
         key = self.keys.get(signature.kid)
         message = signed_message(completion_id, content)
         try:

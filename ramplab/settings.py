@@ -52,6 +52,7 @@ class UserSettings:
     seed: int | None = None
     # Content integrity (integrity.py): off unless asked for, it relies on a target extension.
     verify_signature: bool = False
+    verify_text: bool = False
     jwks_path: str = "/.well-known/jwks.json"
 
     def check(self) -> UserSettings:
@@ -195,6 +196,13 @@ OPTIONS: tuple[tuple[str, str, Any, Any, str], ...] = (
         False,
         "verify each response's signature against the JWKS; a mismatch fails as 'integrity'",
     ),
+    (
+        "--verify-text",
+        "verify_text",
+        "flag",
+        False,
+        "check each response's text is the target's deterministic text for its seed",
+    ),
     ("--jwks-path", "jwks_path", str, "/.well-known/jwks.json", "path of the JWKS to verify with"),
 )
 
@@ -252,5 +260,6 @@ def from_options(options: Any) -> UserSettings:
         results_dir=Path(results) if results else None,
         seed=get("workload_seed"),
         verify_signature=bool(get("verify_signature", False)),
+        verify_text=bool(get("verify_text", False)),
         jwks_path=get("jwks_path", "/.well-known/jwks.json"),
     ).check()

@@ -1,9 +1,10 @@
-"""Content integrity (``--verify-signature``): the target's signatures verify, tampering fails.
+"""Content integrity (``--verify-signature``, ``--verify-text``): the target's signatures and text
+verify, tampering fails.
 
-ramplab duplicates the target's canonical-content rule on purpose (neither package imports the
-other); the first tests sign with the target's own code and verify with ramplab's, so the two
-copies cannot drift apart. Then the real target in each signing mode, and a purpose-built server
-that tampers with content, signature or key id.
+ramplab duplicates the target's canonical-content and text rules on purpose (neither package
+imports the other); tests sign and generate with the target's own code and check with ramplab's,
+so the copies cannot drift apart. Then the real target in each signing mode, and purpose-built
+servers that tamper with content, signature, key id or text.
 """
 
 from __future__ import annotations
@@ -23,11 +24,19 @@ from cryptography.hazmat.primitives.asymmetric import padding
 from ramplab.chain import Endpoint, RequestChain
 from ramplab.client import ClientOptions, make_client
 from ramplab.context import UserContext
-from ramplab.integrity import IntegrityError, JwksKeys, Signature, Verifier, signed_message
+from ramplab.integrity import (
+    IntegrityError,
+    JwksKeys,
+    Signature,
+    Verifier,
+    expected_text,
+    signed_message,
+)
 from ramplab.record import RequestRecord
 from ramplab.settings import UserSettings
 from target_service import signing as target_signing
 from target_service.keyring import RingKey
+from target_service.textgen import generate_tokens
 from tests.ramplab.tiny_server import DONE, ROLE, Reply, TinyServer, usage
 from tests.support.processes import REPO, TargetProcess
 
@@ -238,3 +247,56 @@ def test_locust_run_with_verify_signature(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
     assert lines
     assert all(r["ok"] and r["integrity"] == "verified" for r in lines)
+
+
+def test_text_rule_is_the_targets() -> None:
+    for seed in (0, 1, 12345, 2**31 + 7):
+        for tokens in (0, 1, 7, 300):
+            assert expected_text(seed, tokens) == "".join(generate_tokens(seed, tokens))
+
+
+def test_real_target_text_verifies_with_the_reported_or_requested_seed() -> None:
+    env = {"APP_SIGNING__MODE": "off", "APP_LATENCY__ITL_MS": "1"}
+    with TargetProcess(env) as target, make_client(ClientOptions()) as client:
+        chain = RequestChain(
+            client,
+            Endpoint(target.url + "/v1/chat/completions", 10.0),
+            verifier=Verifier(None, text=True),
+        )
+        streamed = [chain.run(_stream_body()) for _ in range(3)]  # the target picks a seed
+        plain = {**_stream_body(), "stream": False, "stream_options": None}
+        seeded = chain.run({**plain, "seed": 42})
+        unseeded = chain.run(plain)
+    for record in [*streamed, seeded]:
+        assert record.ok, record.error_detail
+        assert record.integrity == "verified"
+    assert unseeded.error_kind == "integrity"  # a plain response reports no seed of its own
+    assert unseeded.error_detail is not None
+    assert "no seed" in unseeded.error_detail
+
+
+def _seeded_stream(text_parts: list[str], seed: int) -> Reply:
+    timing = b': ramplab-timing {"seed": %d}\n\n' % seed
+    events = [_event("chatcmpl-s", part) for part in text_parts]
+    return Reply(body=[ROLE, *events, usage(len(text_parts)), timing, DONE])
+
+
+def test_text_not_of_the_seed_fails_as_integrity() -> None:
+    words = [generate_tokens(3, 2)[0], generate_tokens(3, 2)[1]]
+
+    def handler(method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+        if headers.get("x-case") == "good":
+            return _seeded_stream(words, 3)
+        return _seeded_stream([words[0], " tampered"], 3)
+
+    with TinyServer(handler) as srv, make_client(ClientOptions()) as client:
+        chain = RequestChain(
+            client, Endpoint(srv.url + "/x", 5.0), verifier=Verifier(None, text=True)
+        )
+        good = chain.run(_stream_body(), {"x-case": "good"})
+        bad = chain.run(_stream_body(), {"x-case": "bad"})
+    assert good.ok, good.error_detail
+    assert good.integrity == "verified"
+    assert bad.error_kind == "integrity"
+    assert bad.error_detail is not None
+    assert "not the 2 tokens of seed 3" in bad.error_detail
