@@ -9,7 +9,7 @@ Error kinds (``docs/metrics.md``): ``http_status`` (an HTTP error status before 
 event inside the stream), ``malformed_json``, ``connection_dropped`` (the connection broke
 mid-response), ``timeout`` (connect, read or the request's total budget), ``connect_error``,
 ``tls_error`` (handshake or certificate verification failed), ``integrity`` (asked to verify the
-response's signature, and it is missing or does not match: ``integrity.py``).
+response's signature or text, and it is missing or does not match: ``integrity.py``).
 """
 
 from __future__ import annotations
@@ -24,15 +24,7 @@ import httpx
 import orjson
 
 from ramplab.client import PhaseTrace, TimedStream
-from ramplab.integrity import (
-    ERROR_KIND as INTEGRITY,
-)
-from ramplab.integrity import (
-    SIGNATURE_COMMENT,
-    IntegrityError,
-    Signature,
-    Verifier,
-)
+from ramplab.integrity import ERROR_KIND, SIGNATURE_COMMENT, IntegrityError, Signature, Verifier
 from ramplab.sse import SSEEvent, SSEParser
 
 Clock = Callable[[], float]
@@ -385,7 +377,7 @@ def verify_attempt(result: AttemptResult, verifier: Verifier) -> None:
             result.completion_tokens,
         )
     except IntegrityError as exc:
-        result.error_kind, result.error_detail = INTEGRITY, str(exc)
+        result.error_kind, result.error_detail = ERROR_KIND, str(exc)
         result.integrity = "failed"
         return
     result.integrity = "verified"
