@@ -20,10 +20,10 @@ Error per request, from differences only (the two processes never compare clocks
 * ITL error = |measured gap − the target's gap| for the same two events.
 
 Only streams started inside the measuring window (after a warm-up) count; the generator's CPU
-(user + system, % of one core) is read with psutil over that window. "Target on time" is the
-achieved stream rate over the closed loop's ideal (users ÷ stream length): below 0.9 the target
-(or the machine) fell behind, events bunch up, and client and server gaps shrink together — a
-level where that happened says nothing about the generator and does not count for capacity. A
+(user + system, % of one core) is read with psutil over that window. "On time" is the achieved
+stream rate over the closed loop's ideal (users ÷ stream length): below 0.9 the target, the
+generator or the machine fell behind, events bunch up and gaps shrink on both sides at once, so
+the level does not count for capacity (the TTFT error tells a late generator apart). A
 client's capacity is the largest level whose ITL error stays ≤ 1 ms — at p99 (strict) and at p50
 (typical) — compared as ratios of the streams/s and events/s it drove there. The ITL error is the
 stamping error proper; the TTFT error also carries the request's round trip, which no client can
@@ -207,6 +207,20 @@ def _load() -> str:
     return loadavg.read_text().split()[0] if loadavg.exists() else "n/a"
 
 
+def _beyond(runs: list[Run], best: Run, q: float) -> str:
+    """What happened at the next level up: where the limit found comes from."""
+    above = [r for r in runs if r.level > best.level]
+    if not above:
+        return f"held at every level tried: its own limit lies beyond {best.level} users"
+    nxt = min(above, key=lambda r: r.level)
+    if nxt.on_time < ON_TIME:
+        return (
+            f"at {nxt.level} users the loop fell behind (on time {nxt.on_time:.2f}, "
+            f"CPU {nxt.cpu_percent:.0f} %): the target or this generator saturated"
+        )
+    return f"at {nxt.level} users its p{q:g} ITL error was {nxt.pct(nxt.itl_err_ms, q):.3f} ms"
+
+
 def run() -> str:
     runs: dict[str, list[Run]] = {"naive": [], "ramplab": []}
     load_before = _load()
@@ -237,10 +251,11 @@ def run() -> str:
         "figures are one noisy sample each — read the ratios and the trend, not the digits. "
         f"Load average (1 min) {load_before} before the run and {load_after} after it. "
         "At 10 users the window holds ~20 streams, so TTFT p99 there is close to the maximum. "
-        f"Target on time = achieved streams/s ÷ (users ÷ {STREAM_S:.2f} s); below {ON_TIME} the "
-        "target fell behind and the level does not count for capacity.",
+        f"On time = achieved streams/s ÷ (users ÷ {STREAM_S:.2f} s); below {ON_TIME} the target "
+        "or the generator fell behind (the TTFT error tells which: a late generator sends "
+        "late) and the level does not count for capacity.",
         "",
-        "| users | client | streams/s | target on time | events/s | CPU | TTFT err p50 ms "
+        "| users | client | streams/s | on time | events/s | CPU | TTFT err p50 ms "
         "| TTFT err p99 ms | ITL err p50 ms | ITL err p99 ms | streams |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -290,11 +305,7 @@ def run() -> str:
             streams = _ratio(ours_best.streams_per_s, naive_best.streams_per_s)
             events = _ratio(ours_best.events_per_s, naive_best.events_per_s)
             lines.append(f"- ratio ramplab ÷ naive: streams/s {streams}, events/s {events}")
-        on_time = [r.level for r in runs["ramplab"] if r.on_time >= ON_TIME]
-        if ours_best and on_time and ours_best.level == max(on_time):
-            lines.append(
-                f"- ramplab held at the largest level the target kept up with ({ours_best.level} "
-                f"users), using {ours_best.cpu_percent:.0f} % of a core: the limit found is the "
-                "target's on this machine, not the generator's"
-            )
+        for client, found in best.items():
+            if found is not None:
+                lines.append(f"- {client}: {_beyond(runs[client], found, q)}")
     return "\n".join(lines) + "\n"
