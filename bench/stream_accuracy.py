@@ -297,7 +297,7 @@ def run() -> str:
                 f"{found.events_per_s:.0f} events/s, CPU {found.cpu_percent:.0f} %"
                 if found
                 else f"none of the levels tried ({', '.join(map(str, LEVELS))} users, counting "
-                f"only those where the target was on time)"
+                f"only those on time)"
             )
             lines.append(f"- {client}: {held}")
         naive_best, ours_best = best["naive"], best["ramplab"]
