@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-BENCHMARKS = ["target_stream", "target_signing", "exporter_overhead"]
+BENCHMARKS = ["target_stream", "target_signing", "stream_accuracy", "exporter_overhead"]
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADER = """# Benchmarks
 

@@ -8,7 +8,8 @@ Error kinds (``docs/metrics.md``): ``http_status`` (an HTTP error status before 
 ``auth_error`` (401/403), ``no_done`` (stream ended without ``[DONE]``), ``stream_error`` (an error
 event inside the stream), ``malformed_json``, ``connection_dropped`` (the connection broke
 mid-response), ``timeout`` (connect, read or the request's total budget), ``connect_error``,
-``tls_error`` (handshake or certificate verification failed).
+``tls_error`` (handshake or certificate verification failed), ``integrity`` (asked to verify the
+response's signature or text, and it is missing or does not match: ``integrity.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any
 import httpx
 import orjson
 
-from ramplab.client import PhaseTrace
+from ramplab.client import PhaseTrace, TimedStream
+from ramplab.integrity import ERROR_KIND, SIGNATURE_COMMENT, IntegrityError, Signature, Verifier
 from ramplab.sse import SSEEvent, SSEParser
 
 Clock = Callable[[], float]
@@ -57,9 +59,17 @@ class AttemptResult:
     completion_tokens: int | None = None  # from the server's usage
     server_timing_ms: dict[str, float] = field(default_factory=dict)
     server_tokens_per_event: int | None = None  # declared by the server (target extension)
+    server_events_ms: list[float] = field(default_factory=list)  # disclosed send times
     phases_ms: dict[str, float] = field(default_factory=dict)
     retry_after_s: float | None = None
     connected: bool = False
+    # For integrity checks (integrity.py): the text exactly as signed, and the signature.
+    completion_id: str | None = None
+    content_parts: list[str] = field(default_factory=list)
+    signature: Signature | None = None
+    signature_problem: str | None = None  # a signature was sent but could not be read
+    integrity: str | None = None  # "verified" once checked; None when not asked for
+    seed: int | None = None  # the request's seed, else the one the server reports
 
     @property
     def ok(self) -> bool:
@@ -130,6 +140,15 @@ def _content_text(chunk: Mapping[str, Any]) -> str:
     return text
 
 
+def _collect_content(result: AttemptResult, chunk: Mapping[str, Any]) -> None:
+    # Only ``delta.content`` of the first choice: exactly what the target signs.
+    choices = chunk.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        delta = choices[0].get("delta")
+        if isinstance(delta, Mapping) and isinstance(delta.get("content"), str):
+            result.content_parts.append(delta["content"])
+
+
 class _StreamFailure(Exception):
     def __init__(self, kind: str, detail: str) -> None:
         super().__init__(detail)
@@ -150,7 +169,12 @@ def _apply_usage(result: AttemptResult, usage: Any) -> None:
 def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
     if event.comment is not None:
         name, _, payload = event.comment.partition(" ")
-        if name == TIMING_COMMENT:
+        if name == SIGNATURE_COMMENT:
+            try:
+                result.signature = Signature.from_comment(payload)
+            except IntegrityError as exc:
+                result.signature_problem = str(exc)
+        elif name == TIMING_COMMENT:
             try:
                 timing = orjson.loads(payload)
             except orjson.JSONDecodeError:
@@ -159,6 +183,12 @@ def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
                 for key, value in timing.items():
                     if key.endswith("_ms") and isinstance(value, int | float):
                         result.server_timing_ms[key.removesuffix("_ms")] = float(value)
+                events = timing.get("events_ms")
+                if isinstance(events, list) and all(isinstance(v, int | float) for v in events):
+                    result.server_events_ms = [float(v) for v in events]
+                seed = timing.get("seed")
+                if isinstance(seed, int) and result.seed is None:
+                    result.seed = seed
                 chunk_size = timing.get("chunk_size")
                 if isinstance(chunk_size, int) and chunk_size > 0:
                     result.server_tokens_per_event = chunk_size
@@ -178,6 +208,9 @@ def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
     if "error" in chunk and not chunk.get("choices"):
         raise _StreamFailure("stream_error", event.data[:500])
     _apply_usage(result, chunk.get("usage"))
+    if result.completion_id is None and isinstance(chunk.get("id"), str):
+        result.completion_id = chunk["id"]
+    _collect_content(result, chunk)
     text = _content_text(chunk)
     if text:
         result.token_events.append(TokenEvent(event.first_byte_at, text))
@@ -197,6 +230,8 @@ def run_attempt(
     payload = orjson.dumps(body)
     stream = bool(body.get("stream", False))
     result = AttemptResult(sent_at=clock(), sent_epoch=wall())
+    if isinstance(body.get("seed"), int):
+        result.seed = body["seed"]
     deadline = None if total_timeout_s is None else result.sent_at + total_timeout_s
     started_body = False
     try:
@@ -210,6 +245,10 @@ def run_attempt(
         response = client.send(request, stream=True)
         try:
             result.headers_at = trace.headers_at or clock()
+            stream_of = response.extensions.get("network_stream")
+            arrivals = stream_of if isinstance(stream_of, TimedStream) else None
+            if arrivals is not None and arrivals.arrived_at is not None:
+                result.headers_at = min(result.headers_at, arrivals.arrived_at)
             result.status = response.status_code
             timing = response.headers.get("server-timing")
             if timing:
@@ -223,9 +262,9 @@ def run_attempt(
                 result.error_kind = "auth_error" if auth else "http_status"
                 result.error_detail = body_bytes[:500].decode("utf-8", errors="replace")
             elif stream:
-                _read_stream(response, result, clock, deadline)
+                _read_stream(response, result, clock, deadline, arrivals)
             else:
-                _read_whole(response, result, clock, deadline)
+                _read_whole(response, result, clock, deadline, arrivals)
         finally:
             response.close()
     except _StreamFailure as exc:
@@ -235,6 +274,14 @@ def run_attempt(
         result.error_detail = f"{type(exc).__name__}: {exc}"
     result.ended_at = clock()
     result.phases_ms = trace.phases_ms()
+    went_out = trace.went_out
+    if went_out is not None and went_out > result.sent_at:
+        # "Sent" is when the request reached the network (a new connection's connect, or the
+        # first header byte on a kept-alive one); the client's own time before it — building
+        # the request, waiting for the pool or for its greenlet's turn — is the "client" phase.
+        result.phases_ms["client"] = (went_out - result.sent_at) * 1000.0
+        result.sent_epoch += went_out - result.sent_at
+        result.sent_at = went_out
     result.connected = trace.connected
     return result
 
@@ -244,12 +291,23 @@ def _check_deadline(now: float, deadline: float | None) -> None:
         raise _StreamFailure("timeout", "the request's total timeout passed mid-response")
 
 
+def _arrival(now: float, arrivals: TimedStream | None) -> float:
+    """When the bytes just handed over reached this host: the kernel's stamp when there is one."""
+    if arrivals is not None and arrivals.arrived_at is not None:
+        return min(now, arrivals.arrived_at)
+    return now
+
+
 def _read_stream(
-    response: httpx.Response, result: AttemptResult, clock: Clock, deadline: float | None
+    response: httpx.Response,
+    result: AttemptResult,
+    clock: Clock,
+    deadline: float | None,
+    arrivals: TimedStream | None = None,
 ) -> None:
     parser = SSEParser()
     for raw in response.iter_raw():
-        now = clock()  # before anything else touches the bytes
+        now = _arrival(clock(), arrivals)  # before anything else touches the bytes
         if result.first_byte_at is None:
             result.first_byte_at = now
         result.bytes_received += len(raw)
@@ -264,17 +322,21 @@ def _read_stream(
 
 
 def _read_whole(
-    response: httpx.Response, result: AttemptResult, clock: Clock, deadline: float | None
+    response: httpx.Response,
+    result: AttemptResult,
+    clock: Clock,
+    deadline: float | None,
+    arrivals: TimedStream | None = None,
 ) -> None:
     parts: list[bytes] = []
     for raw in response.iter_raw():
-        now = clock()
+        now = _arrival(clock(), arrivals)
         if result.first_byte_at is None:
             result.first_byte_at = now
         result.bytes_received += len(raw)
         parts.append(raw)
         _check_deadline(now, deadline)
-    done_at = clock()
+    done_at = _arrival(clock(), arrivals)
     try:
         data = orjson.loads(b"".join(parts))
     except orjson.JSONDecodeError as exc:
@@ -282,6 +344,12 @@ def _read_whole(
     if not isinstance(data, dict):
         raise _StreamFailure("malformed_json", "response body is not a JSON object")
     _apply_usage(result, data.get("usage"))
+    if isinstance(data.get("id"), str):
+        result.completion_id = data["id"]
+    try:
+        result.signature = Signature.from_headers(response.headers)
+    except IntegrityError as exc:
+        result.signature_problem = str(exc)
     text = ""
     for choice in data.get("choices") or ():
         message = choice.get("message") if isinstance(choice, dict) else None
@@ -289,5 +357,27 @@ def _read_whole(
             text += message["content"]
     result.events = 1
     result.saw_done = True
+    result.content_parts.append(text)
     if text:
         result.token_events.append(TokenEvent(done_at, text))
+
+
+def verify_attempt(result: AttemptResult, verifier: Verifier) -> None:
+    """Check a successful attempt's signature; a failure turns it into an ``integrity`` error."""
+    if not result.ok:
+        return
+    try:
+        if result.signature_problem is not None:
+            raise IntegrityError(result.signature_problem)
+        verifier.check(
+            result.completion_id,
+            "".join(result.content_parts),
+            result.signature,
+            result.seed,
+            result.completion_tokens,
+        )
+    except IntegrityError as exc:
+        result.error_kind, result.error_detail = ERROR_KIND, str(exc)
+        result.integrity = "failed"
+        return
+    result.integrity = "verified"

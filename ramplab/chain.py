@@ -14,8 +14,9 @@ from typing import Any, Protocol
 
 import httpx
 
-from ramplab.attempt import AttemptResult, run_attempt
+from ramplab.attempt import AttemptResult, run_attempt, verify_attempt
 from ramplab.auth import AuthError
+from ramplab.integrity import Verifier
 from ramplab.record import AttemptRecord, RequestRecord
 from ramplab.retry.base import AttemptOutcome, NoRetry, RetryPolicy
 from ramplab.tokens import ApproxTokenCounter, TokenCounter
@@ -105,6 +106,7 @@ class RequestChain:
         clock: Clock = time.perf_counter,
         wall: Clock = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        verifier: Verifier | None = None,
     ) -> None:
         self.client = client
         self.endpoint = endpoint
@@ -115,6 +117,7 @@ class RequestChain:
         self.clock = clock
         self.wall = wall
         self.sleep = sleep
+        self.verifier = verifier  # content integrity, only when asked for (integrity.py)
 
     def run(
         self,
@@ -156,6 +159,8 @@ class RequestChain:
                     self.clock,
                     self.wall,
                 )
+                if self.verifier is not None:
+                    verify_attempt(result, self.verifier)
             if first_sent is None:
                 first_sent = result.sent_at
             log.append(_attempt_record(number, result, waited))
@@ -241,6 +246,8 @@ class RequestChain:
             bytes_received=last.bytes_received,
             events=last.events,
             error_detail=last.error_detail,
+            integrity=last.integrity,
+            server_events_ms=list(last.server_events_ms),
         )
         phases = dict(last.phases_ms)
         if last.headers_at is not None:

@@ -8,12 +8,21 @@ the trace callback picks it up from ``connection.connect_tcp.complete``.
 
 Switches (so their effect can be measured, §4.1): DNS caching, connection reuse (keep-alive vs a
 new connection per request), TLS verification (on unless turned off explicitly, custom CA bundle).
+
+Each streaming user gets a client of its own (one connection, like Locust's ``HttpUser``), all of
+a process sharing one TLS context and one DNS cache: httpcore's pool walks every connection it
+holds — and polls each idle socket — whenever a request is assigned, so one pool shared by N users
+costs O(N) per request; at 100 users that was most of the generator's CPU (``bench/
+stream_accuracy.py``).
 """
 
 from __future__ import annotations
 
+import select
 import socket
 import ssl
+import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -22,6 +31,9 @@ from typing import Any
 
 import httpcore
 import httpx
+from gevent.monkey import get_original
+
+_os_poll: Callable[[], Any] = get_original("select", "poll")
 
 Clock = Callable[[], float]
 
@@ -39,15 +51,66 @@ class ClientOptions:
     max_connections: int = 10_000
 
 
-class _TimedStream(httpcore.NetworkStream):
-    """A network stream that remembers how long resolving its host took."""
+# SO_TIMESTAMPNS (asm-generic/socket.h; Python's socket module does not export it): the kernel
+# stamps every received packet, and recvmsg() hands the newest stamp of a read back.
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_CMSG_SIZE = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
 
-    def __init__(self, inner: httpcore.NetworkStream, dns_s: float) -> None:
+
+def enable_kernel_stamps(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp received packets; False where it cannot (non-Linux, TLS)."""
+    if sys.platform != "linux" or not _CMSG_SIZE:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
+
+
+class TimedStream(httpcore.NetworkStream):
+    """A network stream that knows how long resolving its host took, and when bytes arrived.
+
+    ``arrived_at`` is the arrival of the newest bytes of the last read, on the transport's
+    clock. On plain TCP under Linux it comes from the kernel's receive stamp of the packet
+    (``SO_TIMESTAMPNS``, wall clock, converted by reading both clocks at once), so a reader that
+    is busy elsewhere — another user's greenlet, a garbage collection — does not delay the
+    stamp; elsewhere it is the clock read right after ``recv`` returns.
+    """
+
+    def __init__(
+        self,
+        inner: httpcore.NetworkStream,
+        dns_s: float,
+        clock: Clock = time.perf_counter,
+        stamped: socket.socket | None = None,
+    ) -> None:
         self.inner = inner
         self.dns_s = dns_s
+        self.clock = clock
+        self.arrived_at: float | None = None
+        self._sock = stamped  # the socket with kernel stamps on; None: stamp in user space
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self.inner.read(max_bytes, timeout)
+        if self._sock is None:
+            data = self.inner.read(max_bytes, timeout)
+            self.arrived_at = self.clock()
+            return data
+        try:
+            self._sock.settimeout(timeout)
+            data, ancillary, _, _ = self._sock.recvmsg(max_bytes, _CMSG_SIZE)
+        except TimeoutError as exc:
+            raise httpcore.ReadTimeout(exc) from exc
+        except OSError as exc:
+            raise httpcore.ReadError(exc) from exc
+        now, wall = self.clock(), time.time()
+        arrived = now
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= 16:
+                seconds, nanoseconds = struct.unpack("qq", payload[:16])
+                arrived = now - max(wall - (seconds + nanoseconds * 1e-9), 0.0)
+        self.arrived_at = arrived
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self.inner.write(buffer, timeout)
@@ -61,26 +124,60 @@ class _TimedStream(httpcore.NetworkStream):
         server_hostname: str | None = None,
         timeout: float | None = None,
     ) -> httpcore.NetworkStream:
-        return _TimedStream(self.inner.start_tls(ssl_context, server_hostname, timeout), 0.0)
+        tls = self.inner.start_tls(ssl_context, server_hostname, timeout)
+        return TimedStream(tls, 0.0, self.clock)  # TLS records hide packet stamps
 
     def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable":
+            return _readable_now(self.inner.get_extra_info("socket"))
         return self.inner.get_extra_info(info)
 
 
-class TimedBackend(httpcore.NetworkBackend):
-    """Resolves names itself (timed, optionally cached), then connects to the address."""
+def _readable_now(sock: Any) -> bool:
+    """httpcore's idle-connection check, without ever yielding to gevent's hub.
 
-    def __init__(self, cache: bool, clock: Clock = time.perf_counter) -> None:
-        self._inner = httpcore.SyncBackend()
-        self._cache: dict[tuple[str, int], str] | None = {} if cache else None
+    Before reusing a kept-alive connection httpcore polls its socket with timeout 0; with gevent's
+    patched ``select`` that is a hub switch that can wait for the next event of any other user —
+    ~6 ms before each request went out at 10 users. The OS's own ``poll`` answers at once.
+    """
+    if sock is None:
+        return True
+    fd = sock.fileno()
+    if fd == -1:
+        return True
+    poller = _os_poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+class DnsCache:
+    """Resolved addresses by ``(host, port)``, shared by every client of a process."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, int], str] = {}
         self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> str | None:
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: tuple[str, int], address: str) -> None:
+        with self._lock:
+            self._entries[key] = address
+
+
+class TimedBackend(httpcore.NetworkBackend):
+    """Resolves names itself (timed, cached when given a cache), then connects to the address."""
+
+    def __init__(self, cache: DnsCache | None, clock: Clock = time.perf_counter) -> None:
+        self._inner = httpcore.SyncBackend()
+        self._cache = cache
         self._clock = clock
 
     def _resolve(self, host: str, port: int, timeout: float | None) -> str:
         key = (host, port)
         if self._cache is not None:
-            with self._lock:
-                cached = self._cache.get(key)
+            cached = self._cache.get(key)
             if cached is not None:
                 return cached
         try:
@@ -89,8 +186,7 @@ class TimedBackend(httpcore.NetworkBackend):
             raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
         address = str(infos[0][4][0])
         if self._cache is not None:
-            with self._lock:
-                self._cache[key] = address
+            self._cache.put(key, address)
         return address
 
     def connect_tcp(
@@ -105,7 +201,9 @@ class TimedBackend(httpcore.NetworkBackend):
         address = self._resolve(host, port, timeout)
         dns_s = self._clock() - started
         stream = self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
-        return _TimedStream(stream, dns_s)
+        sock = stream.get_extra_info("socket")
+        stamped = sock if isinstance(sock, socket.socket) and enable_kernel_stamps(sock) else None
+        return TimedStream(stream, dns_s, self._clock, stamped)
 
     def connect_unix_socket(
         self,
@@ -132,27 +230,45 @@ def ssl_context(options: ClientOptions) -> ssl.SSLContext:
 class TimedTransport(httpx.HTTPTransport):
     """``httpx.HTTPTransport`` whose pool uses ``TimedBackend`` and the reuse switch."""
 
-    def __init__(self, options: ClientOptions, clock: Clock = time.perf_counter) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        options: ClientOptions,
+        clock: Clock = time.perf_counter,
+        tls: ssl.SSLContext | None = None,
+        dns: DnsCache | None = None,
+    ) -> None:
+        if tls is None:
+            tls = ssl_context(options)
+        # Handing httpx the context stops it from building (and loading CAs into) one of its own.
+        super().__init__(verify=tls)
+        if dns is None and options.dns_cache:
+            dns = DnsCache()
         # Replacing the pool is the one way to give httpx's own transport a network backend;
         # httpx is pinned below 0.29, where ``_pool`` is what ``handle_request`` uses.
         self._pool = httpcore.ConnectionPool(
-            ssl_context=ssl_context(options),
+            ssl_context=tls,
             max_connections=options.max_connections,
             max_keepalive_connections=None if options.reuse_connections else 0,
             keepalive_expiry=None if options.reuse_connections else 0.0,
-            network_backend=TimedBackend(options.dns_cache, clock),
+            network_backend=TimedBackend(dns if options.dns_cache else None, clock),
         )
 
 
-def make_client(options: ClientOptions, clock: Clock = time.perf_counter) -> httpx.Client:
+def make_client(
+    options: ClientOptions,
+    clock: Clock = time.perf_counter,
+    tls: ssl.SSLContext | None = None,
+    dns: DnsCache | None = None,
+) -> httpx.Client:
+    """A client; pass ``tls`` and ``dns`` to share a TLS context and DNS cache between clients."""
     timeout = httpx.Timeout(
         connect=options.connect_timeout_s,
         read=options.read_timeout_s,
         write=options.read_timeout_s,
         pool=options.connect_timeout_s,
     )
-    return httpx.Client(transport=TimedTransport(options, clock), timeout=timeout)
+    transport = TimedTransport(options, clock, tls, dns)
+    return httpx.Client(transport=transport, timeout=timeout)
 
 
 @dataclass(slots=True)
@@ -169,7 +285,7 @@ class PhaseTrace:
         self.marks.setdefault(name, now)
         if name == "connection.connect_tcp.complete":
             stream = info.get("return_value")
-            if isinstance(stream, _TimedStream):
+            if isinstance(stream, TimedStream):
                 self.dns_s = stream.dns_s
 
     def _span(self, start: str, end: str) -> float | None:
@@ -201,6 +317,16 @@ class PhaseTrace:
         if wait is not None:
             out["wait"] = wait * 1000.0
         return out
+
+    @property
+    def went_out(self) -> float | None:
+        """When the request reached the network: connect started, or its first header written."""
+        marks = [
+            self.marks[name]
+            for name in ("connection.connect_tcp.started", "http11.send_request_headers.started")
+            if name in self.marks
+        ]
+        return min(marks) if marks else None
 
     @property
     def headers_at(self) -> float | None:

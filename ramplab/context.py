@@ -8,17 +8,20 @@ the master on a worker, nothing at all when no results directory was asked for).
 from __future__ import annotations
 
 import random
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
 
-from ramplab.auth import JwtAuth, StaticKeyAuth
+from ramplab.auth import AuthError, JwtAuth, StaticKeyAuth
 from ramplab.chain import Auth, NoAuth
-from ramplab.client import ClientOptions, make_client
+from ramplab.client import ClientOptions, DnsCache, make_client, ssl_context
+from ramplab.integrity import JwksKeys, Verifier
 from ramplab.record import RequestRecord
 from ramplab.settings import OptionError, UserSettings
+from ramplab.workload import Messages, load_prompts
 
 Sink = Callable[[RequestRecord], None]
 
@@ -47,17 +50,35 @@ def make_auth(settings: UserSettings, client: httpx.Client, host: str) -> Auth:
     return NoAuth()
 
 
+def _verifier(settings: UserSettings, client: httpx.Client, host: str) -> Verifier | None:
+    if not (settings.verify_signature or settings.verify_text):
+        return None
+    keys = None
+    if settings.verify_signature:
+        keys = JwksKeys(client, host + settings.jwks_path, settings.extra_headers)
+    return Verifier(keys, text=settings.verify_text)
+
+
 @dataclass(slots=True)
 class UserContext:
-    """Per-process state of the streaming users."""
+    """Per-process state of the streaming users.
+
+    ``client`` serves the process's own calls (model discovery, tokens, JWKS); each user makes its
+    requests with a client of its own from ``new_client()`` (see ``client.py`` for why), all
+    sharing ``tls`` and ``dns``.
+    """
 
     settings: UserSettings
     host: str
     client: httpx.Client
+    tls: ssl.SSLContext
+    dns: DnsCache
     auth: Auth
     worker: str
     sinks: list[Sink] = field(default_factory=list)
     rng: random.Random = field(default_factory=random.Random)
+    prompts: list[Messages] | None = None  # the --prompts-file, read once per process
+    verifier: Verifier | None = None  # --verify-signature/-text: one JWKS cache per process
     _model: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -70,16 +91,28 @@ class UserContext:
         if not host.startswith(("http://", "https://")):
             raise OptionError(f"--host {host!r} must start with http:// or https://")
         host = host.rstrip("/")
-        client = make_client(client_options(settings))
+        # Read here, where a bad file stops the process with exit 2, not in each user.
+        prompts = load_prompts(settings.prompts_file) if settings.prompts_file else None
+        options = client_options(settings)
+        tls, dns = ssl_context(options), DnsCache()
+        client = make_client(options, tls=tls, dns=dns)
         return cls(
             settings=settings,
             host=host,
             client=client,
+            tls=tls,
+            dns=dns,
             auth=make_auth(settings, client, host),
             worker=worker,
             rng=random.Random(settings.seed),
+            prompts=prompts,
+            verifier=_verifier(settings, client, host),
             _model=settings.model,
         )
+
+    def new_client(self) -> httpx.Client:
+        """A client for one user: its own connection, the process's TLS context and DNS cache."""
+        return make_client(client_options(self.settings), tls=self.tls, dns=self.dns)
 
     @property
     def url(self) -> str:
@@ -94,12 +127,12 @@ class UserContext:
         return self._model
 
     def _first_model(self) -> str:
-        headers = {**self.settings.extra_headers, **self.auth.headers()}
         try:
+            headers = {**self.settings.extra_headers, **self.auth.headers()}
             response = self.client.get(self.host + "/v1/models", headers=headers)
             response.raise_for_status()
             return str(response.json()["data"][0]["id"])
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+        except (AuthError, httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise OptionError(
                 f"--model not given and GET {self.host}/v1/models failed: {exc}"
             ) from exc

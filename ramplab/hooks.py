@@ -56,6 +56,7 @@ def context_for(environment: Any) -> UserContext:
             settings = options.from_options(environment.parsed_options)
             host = environment.host or getattr(environment.parsed_options, "host", "") or ""
             context = UserContext.create(settings, host, _worker_name(environment))
+            context.model()  # asks GET /v1/models now when --model is not given
         except OptionError as exc:
             fail(str(exc))
             raise

@@ -50,6 +50,10 @@ class UserSettings:
     reuse_connections: bool = True
     results_dir: Path | None = None
     seed: int | None = None
+    # Content integrity (integrity.py): off unless asked for, it relies on a target extension.
+    verify_signature: bool = False
+    verify_text: bool = False
+    jwks_path: str = "/.well-known/jwks.json"
 
     def check(self) -> UserSettings:
         """Cross-option checks (single values are checked by their parsers)."""
@@ -206,6 +210,22 @@ OPTIONS: tuple[tuple[str, str, Any, Any, str], ...] = (
     ("--new-connection-per-request", "new_connection", "flag", False, "no keep-alive"),
     ("--results-dir", "results_dir", str, "", "write requests.jsonl and summary.json here"),
     ("--workload-seed", "workload_seed", int, None, "seed of the synthetic prompt generator"),
+    # Content integrity: a reference-target extension, so off unless asked for.
+    (
+        "--verify-signature",
+        "verify_signature",
+        "flag",
+        False,
+        "verify each response's signature against the JWKS; a mismatch fails as 'integrity'",
+    ),
+    (
+        "--verify-text",
+        "verify_text",
+        "flag",
+        False,
+        "check each response's text is the target's deterministic text for its seed",
+    ),
+    ("--jwks-path", "jwks_path", str, "/.well-known/jwks.json", "path of the JWKS to verify with"),
 )
 
 METRICS_OPTIONS: tuple[tuple[str, str, Any, Any, str], ...] = (
@@ -303,4 +323,7 @@ def from_options(options: Any) -> UserSettings:
         reuse_connections=not get("new_connection", False),
         results_dir=Path(results) if results else None,
         seed=get("workload_seed"),
+        verify_signature=bool(get("verify_signature", False)),
+        verify_text=bool(get("verify_text", False)),
+        jwks_path=get("jwks_path", "/.well-known/jwks.json"),
     ).check()

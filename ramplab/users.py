@@ -38,13 +38,15 @@ class LLMStreamUser(User):
         self.shared: UserContext = context_for(environment)
         self.retry: RetryPolicy = self.make_retry_policy()
         settings = self.shared.settings
-        self.prompts: PromptSource = prompt_source(settings, self.shared.rng)
+        self.prompts: PromptSource = prompt_source(settings, self.shared.rng, self.shared.prompts)
+        self.client = self.shared.new_client()
         self.chain = RequestChain(
-            self.shared.client,
+            self.client,
             Endpoint(self.shared.url, settings.request_timeout_s),
             auth=self.shared.auth,
             retry=self.retry,
             worker=self.shared.worker,
+            verifier=self.shared.verifier,
         )
 
     def make_retry_policy(self) -> RetryPolicy:
@@ -54,6 +56,9 @@ class LLMStreamUser(User):
 
     def finish_record(self, record: RequestRecord) -> None:
         """Last look at a record before it is fired and written (SLO verdicts, sizing)."""
+
+    def on_stop(self) -> None:
+        self.client.close()
 
     @task
     def chat(self) -> None:

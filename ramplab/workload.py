@@ -45,26 +45,7 @@ class FilePrompts:
 
     @classmethod
     def load(cls, path: Path, start: int = 0) -> FilePrompts:
-        prompts: list[Messages] = []
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    item = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise OptionError(
-                        f"--prompts-file {str(path)!r} line {number}: {exc.msg}"
-                    ) from None
-                if isinstance(item, dict) and isinstance(item.get("prompt"), str):
-                    prompts.append([{"role": "user", "content": item["prompt"]}])
-                elif isinstance(item, dict) and isinstance(item.get("messages"), list):
-                    prompts.append(item["messages"])
-                else:
-                    raise OptionError(
-                        f'--prompts-file {str(path)!r} line {number}: needs "prompt" or "messages"'
-                    )
-        return cls(prompts, start)
+        return cls(load_prompts(path), start)
 
     def next(self) -> Messages:
         messages = self.prompts[self.index]
@@ -72,9 +53,43 @@ class FilePrompts:
         return messages
 
 
-def prompt_source(settings: UserSettings, rng: random.Random) -> PromptSource:
+def load_prompts(path: Path) -> list[Messages]:
+    """Every prompt of a JSONL file; ``OptionError`` names the file and line of a bad one."""
+    prompts: list[Messages] = []
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise OptionError(f"--prompts-file {str(path)!r}: {exc.strerror}") from None
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise OptionError(
+                    f"--prompts-file {str(path)!r} line {number}: {exc.msg}"
+                ) from None
+            if isinstance(item, dict) and isinstance(item.get("prompt"), str):
+                prompts.append([{"role": "user", "content": item["prompt"]}])
+            elif isinstance(item, dict) and isinstance(item.get("messages"), list):
+                prompts.append(item["messages"])
+            else:
+                raise OptionError(
+                    f'--prompts-file {str(path)!r} line {number}: needs "prompt" or "messages"'
+                )
+    if not prompts:
+        raise OptionError(f"--prompts-file {str(path)!r}: the file holds no prompts")
+    return prompts
+
+
+def prompt_source(
+    settings: UserSettings, rng: random.Random, loaded: Sequence[Messages] | None = None
+) -> PromptSource:
+    """The prompts of one user; ``loaded`` is the file's prompts read once per process."""
     if settings.prompts_file is not None:
-        return FilePrompts.load(settings.prompts_file, start=rng.randrange(1 << 30))
+        prompts = loaded if loaded is not None else load_prompts(settings.prompts_file)
+        return FilePrompts(prompts, start=rng.randrange(1 << 30))
     return SyntheticPrompts(settings.prompt_tokens, settings.prompt_tokens_std, rng)
 
 

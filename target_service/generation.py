@@ -5,7 +5,14 @@ Phases before the response headers (and so in ``Server-Timing``): ``auth``, ``ra
 SSE comment line just before ``data: [DONE]``, which OpenAI clients discard::
 
     : ramplab-timing {"queue_ms":..,"prefill_ms":..,"decode_ms":..,"sign_ms":..,
-                      "lock_wait_ms":..,"sign_queue_ms":..,"output_tokens":..}
+                      "lock_wait_ms":..,"sign_queue_ms":..,"output_tokens":..,"ttft_ms":..}
+
+``ttft_ms`` is this request's TTFT as the target saw it (arrival → first content event handed to
+the transport, stamped just before the write); with the ``timing_detail`` extension the comment
+also lists ``events_ms``, every content event's send time in ms after arrival, for clients that
+measure their own timestamp error against the server's. Both are read from
+``time.perf_counter()``, not ``loop.time()``: uvloop's loop clock is libuv's, in whole
+milliseconds and cached per loop iteration.
 
 The response signature (``signing.py``) is computed when the last content event is due and
 before it is sent: the whole text is known by then, and a signature waiting on the lock delays the
@@ -57,6 +64,8 @@ class Completion:
     prefill_s: float
     first_token_due: float
     pre_timing: str = ""
+    arrived_pc: float = 0.0  # perf_counter at arrival, for the disclosed timings
+    sent_at: list[float] = field(default_factory=list)  # perf_counter of each content event sent
     completion_id: str = field(default_factory=lambda: "chatcmpl-" + uuid.uuid4().hex[:24])
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -105,6 +114,7 @@ class Generator:
         """Validate against the model, wait for a slot, then run prefill."""
         loop = asyncio.get_running_loop()
         arrival = loop.time()
+        arrived_pc = time.perf_counter()
         if request.model not in self.settings.models:
             raise NotFound(
                 f"The model '{request.model}' does not exist",
@@ -153,6 +163,7 @@ class Generator:
             seed=seed,
             chunk_size=request.chunk_size or self.settings.stream.chunk_size,
             arrival=arrival,
+            arrived_pc=arrived_pc,
             queue_s=admitted - arrival,
             prefill_s=prefill_s,
             first_token_due=admitted + prefill_s,
@@ -198,7 +209,12 @@ class Generator:
                         # long gone, so the stream ends with an error event instead of a 503.
                         self.metrics.completions_total.labels("sign_failed").inc()
                         failure = "error_event"
-                yield encoder.content("".join(tokens[sent : sent + count]))
+                event = encoder.content("".join(tokens[sent : sent + count]))
+                if sent == 0 or done.request.timing_detail:
+                    # Read before the write: the write wakes the client, which on a busy machine
+                    # may run first and delay a stamp taken after it by a whole time slice.
+                    done.sent_at.append(time.perf_counter())
+                yield event
                 now = loop.time()
                 if sent == 0:
                     self.metrics.ttft.observe(now - done.arrival)
@@ -299,7 +315,7 @@ class Generator:
     def _timing(
         done: Completion, decode_s: float, tokens: int, signature: Signature | None
     ) -> dict[str, Any]:
-        return {
+        timing: dict[str, Any] = {
             "queue_ms": round(done.queue_s * 1000, 3),
             "prefill_ms": round(done.prefill_s * 1000, 3),
             "decode_ms": round(decode_s * 1000, 3),
@@ -310,6 +326,11 @@ class Generator:
             "chunk_size": done.chunk_size,
             "seed": done.seed,
         }
+        if done.sent_at:
+            timing["ttft_ms"] = round((done.sent_at[0] - done.arrived_pc) * 1000, 3)
+        if done.request.timing_detail:
+            timing["events_ms"] = [round((t - done.arrived_pc) * 1000, 3) for t in done.sent_at]
+        return timing
 
     def _record_usage(self, client: str, prompt_tokens: int, completion_tokens: int) -> None:
         task = asyncio.get_running_loop().create_task(

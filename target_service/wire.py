@@ -61,6 +61,9 @@ class ChatCompletionRequest(BaseModel):
     # Extensions (send them with the SDK's extra_body=):
     ignore_eos: bool = False
     chunk_size: int | None = Field(None, ge=1, le=4096)
+    # Disclose each content event's send time in the final timing comment (``events_ms``), so a
+    # client can measure its own timestamp error against the server's (bench/stream_accuracy.py).
+    timing_detail: bool = False
 
     @model_validator(mode="after")
     def _usage_needs_stream(self) -> ChatCompletionRequest:

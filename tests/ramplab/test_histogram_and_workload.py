@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 
 from ramplab.chain import allocate_tokens
 from ramplab.histogram import LatencyHistogram
+from ramplab.record import AttemptRecord, RequestRecord
+from ramplab.results import record_from_dict
 from ramplab.settings import OptionError, UserSettings, _json_object, _positive_int
 from ramplab.tokens import ApproxTokenCounter
 from ramplab.workload import FilePrompts, SyntheticPrompts, request_body
@@ -92,3 +95,16 @@ def test_option_parsers_and_checks_name_the_problem() -> None:
         _json_object("[1]")
     with pytest.raises(OptionError, match="--api-key"):
         UserSettings(auth="api-key").check()
+
+
+def test_record_to_dict_is_asdict_and_round_trips() -> None:
+    record = RequestRecord(
+        request_id="r", worker="w", intended_start=1.0, actual_start=1.5, ok=True, status=200,
+        error_kind=None, itl_ms=[1.0, 2.0], phases_ms={"dns": 0.1}, server_events_ms=[3.0],
+        attempt_log=[AttemptRecord(1, 1.5, 200, None, 9.0)], integrity="verified",
+    )  # fmt: skip
+    data = record.to_dict()
+    assert data == dataclasses.asdict(record)
+    data["itl_ms"].append(9.0)  # a copy: the record is not changed through it
+    assert record.itl_ms == [1.0, 2.0]
+    assert record_from_dict(record.to_dict()) == record

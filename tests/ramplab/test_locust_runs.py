@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -172,3 +173,24 @@ def test_options_from_config_file_and_environment(target: TargetProcess, tmp_pat
     lines = records(tmp_path / "conf" / "requests.jsonl")
     assert lines
     assert all(r["output_tokens"] == 5 and r["tokens_per_event"] == [5] for r in lines)
+
+
+def test_start_up_problems_exit_2_without_a_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "a"}\n{oops\n')
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    cases = [
+        (["--model", "m", "--prompts-file", str(bad)], f"--prompts-file '{bad}' line 2"),
+        (["--model", "m", "--prompts-file", str(tmp_path / "none.jsonl")], "--prompts-file"),
+        ([], "--model not given and GET"),  # nothing listens: no model can be discovered
+    ]
+    for extra, message in cases:
+        done = subprocess.run(
+            [*LOCUST, "--host", closed, "--headless", "-u", "1", "-r", "1", "-t", "2s", *extra],
+            cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 2, (extra, done.stderr[-2000:])
+        assert message in done.stderr
+        assert "Traceback" not in done.stderr + done.stdout
