@@ -105,7 +105,9 @@ def test_two_workers_sum_to_the_records(target: TargetProcess, tmp_path: Path) -
     )
     assert total(scrapes, "ramplab_ttlt_seconds_count", start="actual") == len(ok)
     assert total(scrapes, "ramplab_inter_token_seconds_count") == sum(len(r["itl_ms"]) for r in ok)
-    assert total(scrapes, "ramplab_tpot_seconds_count") == sum(1 for r in ok if r["tpot_ms"])
+    assert total(scrapes, "ramplab_tpot_seconds_count") == sum(
+        1 for r in ok if r["tpot_ms"] is not None
+    )
 
     # Arrivals: every one the global schedule holds was reached by exactly one worker; each
     # either became a paced record (those carry their step) or was dropped.
