@@ -170,7 +170,7 @@ class Campaign(_Strict):
             spec = self.retry if isinstance(self.retry, str) else json.dumps(self.retry)
             args += ["--ramplab-retry", spec]
         if self.slo:
-            args += ["--ramplab-slo", ",".join(f"{k}<={v!r}" for k, v in self.slo.items())]
+            args += ["--ramplab-slo", ",".join(f"{k}<={v:g}" for k, v in self.slo.items())]
         if w.model:
             args += ["--model", w.model]
         if w.ignore_eos:
@@ -212,28 +212,25 @@ def _flatten(value: Mapping[str, Any], prefix: str, out: dict[str, str]) -> None
 
 
 def _shape(campaign: Campaign) -> Shape:
-    if campaign.steps is not None:
-        stages = []
-        for i, step in enumerate(campaign.steps):
-            field = f"steps[{i}]"
-            stages.append(
-                {
-                    "rate": step.qps,
-                    "hold": parse_duration(step.hold, f"{field}.hold"),
-                    "warmup": parse_duration(step.warmup, f"{field}.warmup"),
-                }
-            )
-        try:
-            return shape_from_dict({"kind": "custom", "stages": stages}, "steps")
-        except UsageError as exc:
-            # The custom form says stages[i]; the file says steps[i].
-            field = re.sub(r"^(steps\.)?stages", "steps", exc.field)
-            raise CampaignError(field, _reason(exc)) from None
-    assert campaign.shape is not None
     try:
-        return shape_from_dict(campaign.shape, "shape")
+        if campaign.steps is None:
+            assert campaign.shape is not None
+            return shape_from_dict(campaign.shape, "shape")
+        stages = [
+            {
+                "rate": step.qps,
+                "hold": parse_duration(step.hold, f"steps[{i}].hold"),
+                "warmup": parse_duration(step.warmup, f"steps[{i}].warmup"),
+            }
+            for i, step in enumerate(campaign.steps)
+        ]
+        return shape_from_dict({"kind": "custom", "stages": stages}, "steps")
     except UsageError as exc:
-        field = exc.field if exc.field.startswith("shape") else f"shape.{exc.field}"
+        # The custom form says stages[i] where the file says steps[i]; a shape string's
+        # errors may lack the "shape" prefix.
+        field = re.sub(r"^(steps\.)?stages", "steps", exc.field)
+        if campaign.steps is None and not field.startswith("shape"):
+            field = f"shape.{field}"
         raise CampaignError(field, _reason(exc)) from None
 
 

@@ -20,9 +20,12 @@ from rich.table import Table
 from ramplab.campaign import CampaignError, load_campaign
 from ramplab.errors import UsageError
 from ramplab.results import load_records
+from ramplab.slo import GateReport
 from ramplab.steps import summarize
 
-__all__ = ["load_summary", "rebuild_summary", "steps_table", "write_report"]
+__all__ = [
+    "gate_rows",
+    "load_summary", "rebuild_summary", "steps_table", "write_report"]
 
 CAMPAIGN_FILE = "campaign.yaml"
 
@@ -184,3 +187,18 @@ def write_report(
     out = run_dir / "report.md"
     out.write_text("\n".join(parts), encoding="utf-8")
     return out
+
+
+def gate_rows(report: GateReport | None) -> list[tuple[str, str, str]]:
+    """(gate, observed values, pass/fail/invalid) for report.md."""
+    if report is None:
+        return []
+    return [
+        (
+            r.gate.text,
+            ", ".join(f"{v:g}" if isinstance(v, int | float) else str(v) for _, v in r.observed)
+            or r.detail,
+            r.status,
+        )
+        for r in report.results
+    ]
