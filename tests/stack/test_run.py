@@ -1,0 +1,168 @@
+"""``ramplab run`` on the local stack: real target, master and worker processes, bounded runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.stack.support import (
+    RAMPLAB,
+    TINY,
+    ramplab,
+    records,
+    run_meta,
+    table_section,
+    wait_gone,
+)
+from tests.support.processes import REPO
+
+pytestmark = pytest.mark.slow
+
+STEP_KEYS = ("target_qps", "achieved_qps", "dropped", "requests", "errors", "goodput_qps",
+             "output_tokens_per_s")  # fmt: skip
+LATENCY_KEYS = ("ttft_ms", "itl_ms", "tpot_ms", "ttlt_ms")
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    results = tmp_path_factory.mktemp("results")
+    done = ramplab(["run", "campaigns/smoke.yaml", "--workers", "2", "--results-dir", str(results),
+                    "--run-name", "smoke"])  # fmt: skip
+    return done, results / "smoke"
+
+
+def test_smoke_campaign_with_two_workers_completes(
+    smoke: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    done, run_dir = smoke
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    lines = records(run_dir / "requests.jsonl")
+    assert lines
+    assert all(r["ok"] for r in lines), {r.get("status") for r in lines if not r["ok"]}
+    assert len({r["worker"] for r in lines}) == 2  # both workers measured
+    assert len({r["request_id"] for r in lines}) == len(lines)
+    assert all(r["output_tokens"] == 16 for r in lines)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    # The summary counts the measured windows (warm-ups excluded); the file holds every request.
+    assert 0 < summary["requests"] == sum(s["requests"] for s in summary["steps"]) <= len(lines)
+    assert [s["target_qps"] for s in summary["steps"]] == [2, 5, 10]
+    for step in summary["steps"]:
+        for key in STEP_KEYS:
+            assert key in step, key
+        for key in LATENCY_KEYS:
+            p = step[key]
+            assert p["p50"] is not None
+            assert p["p50"] <= p["p90"] <= p["p99"], (key, p)
+    logs = sorted(p.name for p in (run_dir / "logs").iterdir())
+    assert logs == ["master.log", "target.log", "worker-1.log", "worker-2.log"]
+    assert "2 workers connected" in (run_dir / "logs" / "master.log").read_text()
+    meta = run_meta(run_dir)
+    assert meta["exit_code"] == 0
+    assert meta["workers"] == 2
+    assert set(meta["processes"]) == {"target", "master", "worker-1", "worker-2"}
+    assert not wait_gone(list(meta["processes"].values()))
+    assert (run_dir / "campaign.yaml").read_text() == (REPO / "campaigns/smoke.yaml").read_text()
+    assert "| step |" in (run_dir / "report.md").read_text()
+    assert "per-step summary" in done.stdout
+
+
+def test_report_reproduces_the_table_from_the_saved_run(
+    smoke: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    done, run_dir = smoke
+    assert done.returncode == 0
+    printed = table_section(done.stdout, "per-step summary", "results:")
+    report_md = (run_dir / "report.md").read_text()
+    (run_dir / "report.md").unlink()
+    again = ramplab(["report", str(run_dir)])
+    assert again.returncode == 0, again.stderr
+    assert table_section(again.stdout, "per-step summary", "report:") == printed
+    assert (run_dir / "report.md").read_text() == report_md
+
+
+def test_report_rebuilds_a_lost_summary_from_the_records(
+    smoke: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path
+) -> None:
+    done, run_dir = smoke
+    assert done.returncode == 0
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("requests.jsonl", "campaign.yaml", "progress.json"):
+        (copy / name).write_bytes((run_dir / name).read_bytes())
+    again = ramplab(["report", str(copy)])
+    assert again.returncode == 0, again.stderr
+    original = json.loads((run_dir / "summary.json").read_text())
+    rebuilt = json.loads((copy / "summary.json").read_text())
+    assert rebuilt["rebuilt"] is True
+    # The same records, shape and plan start give the same per-step figures.
+    for a, b in zip(original["steps"], rebuilt["steps"], strict=True):
+        for key in ("requests", "achieved_qps", "errors", "goodput_qps"):
+            assert a[key] == b[key], key
+        assert a["ttft_ms"] == b["ttft_ms"]
+
+
+def test_a_gate_that_must_fail_exits_3(tmp_path: Path) -> None:
+    campaign = tmp_path / "tiny.yaml"
+    campaign.write_text(TINY)
+    done = ramplab(["run", str(campaign), "--results-dir", str(tmp_path), "--run-name", "gated",
+                    "--gate", "ttft_ms.p50 < 0.001", "--gate", "requests >= 1"])  # fmt: skip
+    assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "SLO gates" in done.stdout
+    assert "FAIL" in done.stdout
+    assert "PASS" in done.stdout
+    run_dir = tmp_path / "gated"
+    assert run_meta(run_dir)["exit_code"] == 3
+    summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
+    assert summary["ttft_ms"]["p50"] > 0.001  # the gate failed for the reason it names
+    # The saved run gives the same verdict.
+    again = ramplab(["report", str(run_dir), "--gate", "ttft_ms.p50 < 0.001"])
+    assert again.returncode == 3
+    again = ramplab(["report", str(run_dir), "--gate", "ttft_ms.p50 > 0.001"])
+    assert again.returncode == 0
+
+
+def test_sigint_mid_run_exits_130_keeps_results_and_leaves_no_process(tmp_path: Path) -> None:
+    campaign = tmp_path / "long.yaml"
+    # Long enough that the interrupt lands mid-run; it stops long before the end.
+    campaign.write_text(TINY.replace("hold: 5s", "hold: 120s"))
+    proc = subprocess.Popen(
+        [*RAMPLAB, "run", str(campaign), "--results-dir", str(tmp_path), "--run-name", "cut",
+         "--workers", "2"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    run_dir = tmp_path / "cut"
+    requests = run_dir / "requests.jsonl"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            if requests.exists() and requests.read_text().count("\n") >= 10:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"no 10 records within 90 s (exit {proc.poll()})")
+        os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the CLI
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert proc.returncode == 130, out[-3000:] + err[-3000:]
+    assert "Traceback" not in err
+    meta = run_meta(run_dir)
+    assert meta["exit_code"] == 130
+    assert set(meta["processes"]) == {"target", "master", "worker-1", "worker-2"}
+    assert not wait_gone(list(meta["processes"].values())), "processes left behind"
+    lines = records(requests)
+    assert len(lines) >= 10
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert 0 < summary["requests"] <= len(lines)
+    assert "per-step summary" in out
