@@ -155,6 +155,7 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
         "campaign": str(request.campaign_path),
         "target": request.target_url or "local reference target",
         "workers": config.workers,
+        "locustfile": str(config.locustfile),
         "started": datetime.now(UTC).isoformat(),
     }
     _write_meta(run_dir, meta)
