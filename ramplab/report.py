@@ -23,9 +23,7 @@ from ramplab.results import load_records
 from ramplab.slo import GateReport
 from ramplab.steps import summarize
 
-__all__ = [
-    "gate_rows",
-    "load_summary", "rebuild_summary", "steps_table", "write_report"]
+__all__ = ["gate_rows", "load_summary", "rebuild_summary", "steps_table", "write_report"]
 
 CAMPAIGN_FILE = "campaign.yaml"
 
@@ -82,7 +80,9 @@ def steps_table(summary: Mapping[str, Any], title: str = "per-step summary") -> 
     return table
 
 
-def print_steps(summary: Mapping[str, Any], console: Console, title: str = "per-step summary") -> None:
+def print_steps(
+    summary: Mapping[str, Any], console: Console, title: str = "per-step summary"
+) -> None:
     console.print(steps_table(summary, title))
 
 
@@ -173,9 +173,11 @@ def write_report(
     ]
     shown = [(k, f"{v:.4g}") for k, v in totals if isinstance(v, int | float)]
     if shown:
-        parts += ["## Over all measured windows", "", _markdown_table(
-            [k for k, _ in shown], [[v for _, v in shown]]
-        )]
+        parts += [
+            "## Over all measured windows",
+            "",
+            _markdown_table([k for k, _ in shown], [[v for _, v in shown]]),
+        ]
         parts.append("")
     if gates:
         parts += ["## SLO gates", "", _markdown_table(("gate", "observed", "result"), gates), ""]

@@ -7,6 +7,7 @@ signals the whole group: the target's embedded Redis and uvicorn workers go with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -79,10 +80,8 @@ class ManagedProcess:
 
     def signal(self, signum: int) -> None:
         if self.running:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signum)
-            except ProcessLookupError:
-                pass
 
     def wait(self, timeout_s: float) -> int | None:
         """The exit code, or ``None`` if it is still running after ``timeout_s``."""
@@ -117,10 +116,8 @@ class ManagedProcess:
             except ProcessLookupError:
                 return
             time.sleep(0.05)
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the log, for error messages."""

@@ -12,6 +12,7 @@ the measurement.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import Counter
@@ -51,10 +52,8 @@ class LiveProgress:
         self._partial = b""
 
     def poll(self) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):  # not written yet
             self.master = json.loads(self.progress_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            pass  # not written yet
         try:
             with self.requests_path.open("rb") as handle:
                 handle.seek(self._offset)
@@ -110,7 +109,9 @@ class LiveProgress:
         elapsed = self.elapsed()
         dropped = self.master.get("dropped") or [0] * len(self.tally)
         for stage, tally in zip(self.shape.stages, self.tally, strict=True):
-            measured = 0.0 if elapsed is None else min(elapsed, stage.end_s) - stage.measured_start_s
+            measured = (
+                0.0 if elapsed is None else min(elapsed, stage.end_s) - stage.measured_start_s
+            )
             if elapsed is None or elapsed < stage.start_s:
                 state = "pending"
             elif elapsed < stage.measured_start_s:

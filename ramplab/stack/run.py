@@ -195,7 +195,9 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
             console.print(f"[red]workers died during the run: {', '.join(dead)}[/]")
             code = ExitCode.RUN_FAILED
         if master_code not in (None, 0, 3) and code is None and not interrupted:
-            console.print(f"[red]the master exited with code {master_code}[/] (log: {run_dir}/logs)")
+            console.print(
+                f"[red]the master exited with code {master_code}[/] (log: {run_dir}/logs)"
+            )
             code = ExitCode.USAGE if master_code == 2 else ExitCode.RUN_FAILED
         summary, gate_report = _finish(run_dir, parsed_gates, console)
         if interrupted or guard.received is not None:
@@ -214,7 +216,9 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
     return code
 
 
-def _watch(stack: LocalStack, progress: LiveProgress, timeout: float, console: Console) -> int | None:
+def _watch(
+    stack: LocalStack, progress: LiveProgress, timeout: float, console: Console
+) -> int | None:
     if console.is_terminal:
         with Live(progress.table(), console=console, refresh_per_second=2) as live:
 
@@ -257,4 +261,3 @@ def _finish(
     report = evaluate_gates(gates, summary)
     print_gates(report, console)
     return summary, report
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def test_locust_arguments_carry_the_workload_and_secrets_travel_by_environment()
         }
     )  # fmt: skip
     args = campaign.locust_args()
-    pairs = dict(zip(args[::1], args[1::1], strict=False))
+    pairs = dict(itertools.pairwise(args))
     assert pairs["--max-tokens"] == "32"
     assert pairs["--chunk-size"] == "4"
     assert pairs["--model"] == "m"

@@ -52,13 +52,13 @@ def test_demo_command_on_a_fresh_clone(clone: Path) -> None:
     assert SHORT in demo, "the demo campaign changed; update the shortened copy"
     short = clone / "campaigns" / "demo-short.yaml"
     # The demo's own campaign, every rate kept, each step held 3 s (1 s warm-up).
-    short.write_text(
-        demo.replace(SHORT, SHORT.replace("hold: 20s", "hold: 3s").replace("warmup: 5s", "warmup: 1s"))
-        .replace("name: demo", "name: demo-short")
-    )  # fmt: skip
+    shorter = SHORT.replace("hold: 20s", "hold: 3s").replace("warmup: 5s", "warmup: 1s")
+    short.write_text(demo.replace(SHORT, shorter).replace("name: demo", "name: demo-short"))
     env = {**os.environ, "PYTHONPATH": str(clone)}
-    where = subprocess.run([sys.executable, "-c", "import ramplab; print(ramplab.__file__)"],
-                           cwd=clone, env=env, capture_output=True, text=True, check=True)  # fmt: skip
+    where = subprocess.run(
+        [sys.executable, "-c", "import ramplab; print(ramplab.__file__)"],
+        cwd=clone, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
     assert where.stdout.strip().startswith(str(clone)), where.stdout
     done = subprocess.run(
         [sys.executable, "-m", "ramplab.demo", "campaigns/demo-short.yaml"],

@@ -31,7 +31,9 @@ LATENCY_KEYS = ("ttft_ms", "itl_ms", "tpot_ms", "ttlt_ms")
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+def smoke(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     results = tmp_path_factory.mktemp("results")
     done = ramplab(["run", "campaigns/smoke.yaml", "--workers", "2", "--results-dir", str(results),
                     "--run-name", "smoke"])  # fmt: skip
