@@ -27,6 +27,8 @@ __all__ = ["gate_rows", "load_summary", "rebuild_summary", "steps_table", "write
 
 CAMPAIGN_FILE = "campaign.yaml"
 
+# Terminal width below which the per-step table is printed as two.
+WIDE = 150
 # (header, path in a step dict, format)
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("step", "index", "{:d}"),
@@ -66,16 +68,22 @@ def _cell(step: Mapping[str, Any], path: str, fmt: str) -> str:
         return str(value)
 
 
-def rows(summary: Mapping[str, Any]) -> list[list[str]]:
+def rows(
+    summary: Mapping[str, Any], columns: Sequence[tuple[str, str, str]] = COLUMNS
+) -> list[list[str]]:
     """The table's cells, one row per step (shared by the terminal table and report.md)."""
-    return [[_cell(step, path, fmt) for _, path, fmt in COLUMNS] for step in summary["steps"]]
+    return [[_cell(step, path, fmt) for _, path, fmt in columns] for step in summary["steps"]]
 
 
-def steps_table(summary: Mapping[str, Any], title: str = "per-step summary") -> Table:
+def steps_table(
+    summary: Mapping[str, Any],
+    title: str = "per-step summary",
+    columns: Sequence[tuple[str, str, str]] = COLUMNS,
+) -> Table:
     table = Table(title=title, title_justify="left")
-    for header, _, _ in COLUMNS:
+    for header, _, _ in columns:
         table.add_column(header, justify="left" if header == "errors" else "right")
-    for row in rows(summary):
+    for row in rows(summary, columns):
         table.add_row(*row)
     return table
 
@@ -83,7 +91,13 @@ def steps_table(summary: Mapping[str, Any], title: str = "per-step summary") -> 
 def print_steps(
     summary: Mapping[str, Any], console: Console, title: str = "per-step summary"
 ) -> None:
-    console.print(steps_table(summary, title))
+    """The per-step table; on a narrow terminal as two tables (load, then latencies)."""
+    if console.width >= WIDE:
+        console.print(steps_table(summary, title))
+        return
+    split = next(i for i, column in enumerate(COLUMNS) if column[0].startswith("TTFT"))
+    console.print(steps_table(summary, f"{title}: load", COLUMNS[:split]))
+    console.print(steps_table(summary, f"{title}: latency", (*COLUMNS[:2], *COLUMNS[split:])))
 
 
 def rebuild_summary(run_dir: Path) -> dict[str, Any]:
