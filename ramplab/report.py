@@ -20,6 +20,7 @@ from rich.table import Table
 from ramplab.campaign import CampaignError, load_campaign
 from ramplab.errors import UsageError
 from ramplab.results import load_records
+from ramplab.shapes import Shape, custom
 from ramplab.slo import GateReport
 from ramplab.steps import summarize
 
@@ -100,8 +101,23 @@ def print_steps(
     console.print(steps_table(summary, f"{title}: latency", (*COLUMNS[:2], *COLUMNS[split:])))
 
 
-def rebuild_summary(run_dir: Path) -> dict[str, Any]:
-    """The summary from ``requests.jsonl``, the saved campaign and ``progress.json``."""
+def truncated(shape: Shape, stop_s: float) -> Shape | None:
+    """The stages run before ``stop_s``: later ones dropped, the one cut short ending there
+    (dropped too when the cut falls in its warm-up: it has no measured window); ``None`` when
+    no measured window ran."""
+    kept = []
+    for st in shape.stages:
+        end = min(st.end_s, stop_s)
+        if end - st.start_s > st.warmup_s:
+            kept.append((st.rate, end - st.start_s, st.warmup_s))
+        if st.end_s >= stop_s:
+            break
+    return custom(kept) if kept else None
+
+
+def rebuild_summary(run_dir: Path, stopped_at_s: float | None = None) -> dict[str, Any]:
+    """The summary from ``requests.jsonl``, the saved campaign and ``progress.json``; with
+    ``stopped_at_s`` (an interrupted run) over the measured windows that ran before it."""
     requests = run_dir / "requests.jsonl"
     if not requests.is_file():
         raise UsageError("RUN_DIR", f"{run_dir} has neither summary.json nor requests.jsonl")
@@ -119,10 +135,34 @@ def rebuild_summary(run_dir: Path) -> dict[str, Any]:
     dropped = progress.get("dropped")
     if not isinstance(dropped, list) or len(dropped) != len(shape.stages):
         dropped = None
-    summary = summarize(records, shape, run_start, None, None)
+    cut = truncated(shape, stopped_at_s) if stopped_at_s is not None else shape
+    if cut is None:
+        summary: dict[str, Any] = {"requests": 0, "steps": []}
+    else:
+        summary = summarize(records, cut, run_start, None, None)
     for index, step in enumerate(summary["steps"]):
+        # The engine counts drops per stage up to its end; a cut stage's count is up to the stop.
         step["dropped"] = dropped[index] if dropped is not None else None
-    summary.update({"requests": len(records), "run_start": run_start, "rebuilt": True})
+    summary.update({"run_start": run_start, "rebuilt": True, "stopped_at_s": stopped_at_s})
+    return summary
+
+
+def interrupted_summary(run_dir: Path, stopped_at: float | None = None) -> dict[str, Any]:
+    """An interrupted run's summary over what ran before ``stopped_at`` (epoch seconds; default:
+    the master's last progress snapshot). The master's ``summary.json`` divides by whole planned
+    windows, so it is kept as ``summary.master.json`` and replaced."""
+    try:
+        progress = json.loads((run_dir / "progress.json").read_text(encoding="utf-8"))
+        stop = (stopped_at or float(progress["time"])) - float(progress["run_start"])
+    except (OSError, ValueError, KeyError):
+        raise UsageError(
+            "RUN_DIR", f"{run_dir}: no progress.json, cannot tell when it stopped"
+        ) from None
+    master = run_dir / "summary.json"
+    if master.is_file():
+        os.replace(master, run_dir / "summary.master.json")
+    summary = rebuild_summary(run_dir, stop)
+    save_summary(run_dir, summary)
     return summary
 
 
@@ -131,7 +171,7 @@ def load_summary(run_dir: Path, *, rebuild_if_missing: bool = True) -> dict[str,
     path = run_dir / "summary.json"
     if path.is_file():
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("steps"):
+        if data.get("steps") or data.get("stopped_at_s") is not None:
             return data
     if not rebuild_if_missing:
         raise UsageError("RUN_DIR", f"{run_dir} has no summary.json")
@@ -173,7 +213,11 @@ def write_report(
         ("exit code", meta.get("exit_code")),
     ]
     parts += [f"- {k}: `{v}`" for k, v in facts if v is not None]
-    if summary.get("rebuilt"):
+    if summary.get("stopped_at_s") is not None:
+        parts.append(
+            f"- interrupted after {summary['stopped_at_s']:.1f} s: steps cover what ran before"
+        )
+    elif summary.get("rebuilt"):
         parts.append("- summary rebuilt from requests.jsonl (the run did not write one)")
     parts += ["", "## Per step", "", _markdown_table([c[0] for c in COLUMNS], rows(summary)), ""]
     totals = [

@@ -10,7 +10,7 @@ Start order and what "healthy" means:
 Each step has one deadline; a process that exits early or misses the deadline stops the whole
 stack with a ``StackError`` naming the process, what was awaited and the tail of its log.
 
-Stopping goes master first — on SIGTERM Locust stops its workers, takes their last records and
+Stopping goes master first — on SIGINT Locust stops its workers, takes their last records and
 writes ``summary.json`` — then the workers, the extras and the target, each group SIGTERM'd and
 SIGKILL'd after a grace period, so nothing outlives the CLI.
 
@@ -20,9 +20,10 @@ say), ``extras`` add whole processes with their readiness check (a Prometheus sc
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -33,6 +34,9 @@ from ramplab.stack.readiness import HttpReady, LogReady, PortReady, Readiness
 __all__ = ["LocalStack", "StackConfig", "StackError", "WorkerExtension"]
 
 POLL_S = 0.1
+# A headless Locust run with a shape handles SIGINT (KeyboardInterrupt: stop, write results, quit)
+# but installs its SIGTERM handler only after the shape ends; SIGTERM is the fallback.
+MASTER_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class StackError(Exception):
@@ -224,13 +228,9 @@ class LocalStack:
     def stop(self, master_grace_s: float = 30.0) -> dict[str, int | None]:
         """Stop everything (master first, target last); exit codes by process name."""
         codes: dict[str, int | None] = {}
-        order: Sequence[tuple[ManagedProcess | None, float]] = [
-            (self.master, master_grace_s),
-            *((w, 10.0) for w in self.workers),
-            *((e, 10.0) for e in self.extras),
-            (self.target, 15.0),
-        ]
-        for proc, grace in order:
+        if self.master is not None:
+            codes[self.master.name] = self.master.stop(master_grace_s, MASTER_SIGNALS)
+        for proc in [*self.workers, *self.extras, self.target]:
             if proc is not None:
-                codes[proc.name] = proc.stop(grace)
+                codes[proc.name] = proc.stop(15.0 if proc is self.target else 10.0)
         return codes

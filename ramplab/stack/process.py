@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -78,7 +79,7 @@ class ManagedProcess:
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    def signal(self, signum: int) -> None:
+    def send_signal(self, signum: int) -> None:
         if self.running:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signum)
@@ -92,15 +93,21 @@ class ManagedProcess:
         except subprocess.TimeoutExpired:
             return None
 
-    def stop(self, timeout_s: float = 15.0) -> int | None:
-        """SIGTERM to the group, SIGKILL after ``timeout_s``; returns the exit code."""
+    def stop(
+        self, timeout_s: float = 15.0, signals: Sequence[int] = (signal.SIGTERM,)
+    ) -> int | None:
+        """Each of ``signals`` to the group in turn, waiting up to ``timeout_s`` after each, then
+        SIGKILL; returns the exit code."""
         if self.popen is None:
             return None
+        for signum in signals:
+            if not self.running:
+                break
+            self.send_signal(signum)
+            self.wait(timeout_s)
         if self.running:
-            self.signal(signal.SIGTERM)
-            if self.wait(timeout_s) is None:
-                self.signal(signal.SIGKILL)
-                self.popen.wait()
+            self.send_signal(signal.SIGKILL)
+            self.popen.wait()
         self._reap_group()
         if self._log is not None:
             self._log.close()

@@ -31,6 +31,7 @@ from ramplab.exitcodes import ExitCode
 from ramplab.report import (
     CAMPAIGN_FILE,
     gate_rows,
+    interrupted_summary,
     load_summary,
     print_steps,
     save_summary,
@@ -167,6 +168,7 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
     code: ExitCode | None = None
     master_code: int | None = None
     interrupted = False
+    stopped_at: float | None = None
     with _interruptible() as guard:
         try:
             stack.start(on_step=lambda text: console.print(f"  {text}"))
@@ -183,6 +185,7 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
                 sys.stderr.write(f"--- last lines of {exc.process}'s log ---\n{exc.log_tail}\n")
             code = ExitCode.USAGE if exc.exit_code == 2 else ExitCode.RUN_FAILED
         except _Interrupted as exc:
+            stopped_at = time.time()
             console.print(f"[yellow]{exc}: stopping the stack, keeping the results[/]")
             interrupted = True
         finally:
@@ -199,8 +202,9 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
                 f"[red]the master exited with code {master_code}[/] (log: {run_dir}/logs)"
             )
             code = ExitCode.USAGE if master_code == 2 else ExitCode.RUN_FAILED
-        summary, gate_report = _finish(run_dir, parsed_gates, console)
-        if interrupted or guard.received is not None:
+        interrupted = interrupted or guard.received is not None
+        summary, gate_report = _finish(run_dir, parsed_gates, console, interrupted, stopped_at)
+        if interrupted:
             code = ExitCode.INTERRUPTED
         elif code is None:
             if summary is None or not summary.get("requests"):
@@ -244,18 +248,26 @@ def _watch(
 
 
 def _finish(
-    run_dir: Path, gates: list[Any], console: Console
+    run_dir: Path,
+    gates: list[Any],
+    console: Console,
+    interrupted: bool,
+    stopped_at: float | None,
 ) -> tuple[dict[str, Any] | None, GateReport | None]:
     """Load (or rebuild and save) the summary, print the table and the gates."""
     try:
-        summary = load_summary(run_dir)
+        summary = interrupted_summary(run_dir, stopped_at) if interrupted else load_summary(run_dir)
     except UsageError as exc:
         console.print(f"[red]no summary: {exc}[/]")
         return None, None
-    if summary.get("rebuilt"):
+    title = "per-step summary"
+    if summary.get("stopped_at_s") is not None:
+        title += f" (interrupted after {summary['stopped_at_s']:.1f} s)"
+        console.print("[yellow]summary.json rebuilt from requests.jsonl over what ran[/]")
+    elif summary.get("rebuilt"):
         save_summary(run_dir, summary)
         console.print("[yellow]summary.json rebuilt from requests.jsonl[/]")
-    print_steps(summary, console)
+    print_steps(summary, console, title)
     if not gates:
         return summary, None
     report = evaluate_gates(gates, summary)

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from ramplab.campaign import CampaignError, load_campaign, parse_campaign
+from ramplab.report import truncated
 from ramplab.shapes import parse_shape
 from tests.support.processes import REPO
 
@@ -144,3 +145,16 @@ def test_unreadable_and_invalid_yaml_files(tmp_path: Path) -> None:
     listed.write_text("- 1\n- 2\n")
     with pytest.raises(CampaignError, match="mapping at the top level"):
         load_campaign(listed)
+
+
+def test_an_interrupted_shape_keeps_what_ran() -> None:
+    shape = parse_campaign(
+        {"steps": [{"qps": 1, "hold": "10s", "warmup": "2s"}, {"qps": 2, "hold": "10s",
+                   "warmup": "2s"}, {"qps": 3, "hold": "10s"}]}
+    ).load_shape  # fmt: skip
+    cut = truncated(shape, 15.0)
+    assert [(s.rate, s.duration_s, s.warmup_s) for s in cut.stages] == [(1, 10, 2), (2, 5, 2)]
+    # Cut inside the second stage's warm-up: that stage has no measured window.
+    assert [s.rate for s in truncated(shape, 11.0).stages] == [1]
+    assert truncated(shape, 40.0).stages == shape.stages
+    assert truncated(shape, 1.0) is None  # still in the first warm-up

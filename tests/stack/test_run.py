@@ -131,6 +131,14 @@ def test_a_gate_that_must_fail_exits_3(tmp_path: Path) -> None:
     assert again.returncode == 0
 
 
+def plan_start(run_dir: Path) -> float:
+    """The plan's start from the master's progress file (infinity until it is written)."""
+    try:
+        return float(json.loads((run_dir / "progress.json").read_text())["run_start"])
+    except (OSError, ValueError, KeyError):
+        return float("inf")
+
+
 def test_sigint_mid_run_exits_130_keeps_results_and_leaves_no_process(tmp_path: Path) -> None:
     campaign = tmp_path / "long.yaml"
     # Long enough that the interrupt lands mid-run; it stops long before the end.
@@ -144,9 +152,14 @@ def test_sigint_mid_run_exits_130_keeps_results_and_leaves_no_process(tmp_path: 
     run_dir = tmp_path / "cut"
     requests = run_dir / "requests.jsonl"
     try:
+        # Mid-run: 10 records and at least 3 s into the first stage's measured window.
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None:
-            if requests.exists() and requests.read_text().count("\n") >= 10:
+            if (
+                requests.exists()
+                and requests.read_text().count("\n") >= 10
+                and (time.time() > plan_start(run_dir) + 4.0)
+            ):
                 break
             time.sleep(0.2)
         else:
@@ -167,4 +180,14 @@ def test_sigint_mid_run_exits_130_keeps_results_and_leaves_no_process(tmp_path: 
     assert len(lines) >= 10
     summary = json.loads((run_dir / "summary.json").read_text())
     assert 0 < summary["requests"] <= len(lines)
-    assert "per-step summary" in out
+    assert "per-step summary (interrupted after" in out
+    # Rates are over what ran: the one stage, cut at the interrupt, minus its 1 s warm-up.
+    stopped = summary["stopped_at_s"]
+    assert 1.0 < stopped < 120.0
+    (step,) = summary["steps"]
+    assert step["measured_s"] == pytest.approx(stopped - 1.0)
+    # steps.py: a record's stage is its step, else the stage of its intended start.
+    sent = sum(1 for r in lines if r["step"] in (0, None) and r["attempts"] > 0
+               and 1.0 <= r["intended_start"] - summary["run_start"] < stopped)  # fmt: skip
+    assert step["achieved_qps"] == pytest.approx(sent / (stopped - 1.0))
+    assert (run_dir / "summary.master.json").is_file()  # the master's own, kept
