@@ -16,6 +16,7 @@ import io
 import sys
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
 import typer
 from rich.console import Console
@@ -44,6 +45,16 @@ console = Console(width=None if sys.stdout.isatty() else 180)
 def _usage(exc: UsageError) -> typer.Exit:
     sys.stderr.write(f"ramplab: error: {exc}\n")
     return typer.Exit(int(ExitCode.USAGE))
+
+
+def _check_url(url: str) -> None:
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise UsageError("--target", f"bad port in {url!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError("--target", f"expected http(s)://HOST[:PORT], got {url!r}")
 
 
 CampaignArg = Annotated[
@@ -103,6 +114,8 @@ def run(
     try:
         parsed = load_campaign(campaign)
         parse_gates(gate or [], field="--gate")
+        if target is not None:
+            _check_url(target)
         request = RunRequest(
             campaign=parsed,
             campaign_path=campaign,

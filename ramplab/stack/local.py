@@ -2,7 +2,8 @@
 
 Start order and what "healthy" means:
 
-1. the target (unless a URL is given): ``GET /readyz`` answers 200 (its Redis is reachable);
+1. the target: ``GET /readyz`` answers 200 (its Redis is reachable); a target given by URL
+   must accept TCP connections;
 2. the master: its worker port accepts connections;
 3. the workers: the master's log says ``N workers connected``, and none of them has exited;
 4. extra processes (``extras``), each with its own readiness check.
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from ramplab.stack.process import ManagedProcess, ProcessSpec, free_port
 from ramplab.stack.readiness import HttpReady, LogReady, PortReady, Readiness
@@ -112,6 +114,9 @@ class LocalStack:
             self.target = self._spawn(self._target_spec(port))
             self._await(self.target, HttpReady(self.target_url + "/readyz"), deadline)
             on_step(f"target ready on {self.target_url}")
+        else:
+            self._await_reachable(cfg.target_url, deadline)
+            on_step(f"target {cfg.target_url} reachable")
         self.master_port = free_port()
         self.master = self._spawn(self._master_spec())
         self._await(self.master, PortReady(self.master_port), deadline)
@@ -182,6 +187,19 @@ class LocalStack:
                     f"waited for {check.describe()}"
                 )  # fmt: skip
             time.sleep(POLL_S)
+
+    def _await_reachable(self, url: str, deadline: float) -> None:
+        """A given target must at least accept connections (any server: no health URL known)."""
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        check = PortReady(port, parts.hostname or "127.0.0.1")
+        while not check.ready():
+            if time.monotonic() > deadline:
+                raise StackError(
+                    "target", f"target {url} not reachable within "
+                    f"{self.config.health_timeout_s:g} s ({check.describe()})", None, "",
+                )  # fmt: skip
+            time.sleep(POLL_S * 5)
 
     def _await_workers(self, check: Readiness, deadline: float) -> None:
         assert self.master is not None
