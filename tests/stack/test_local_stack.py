@@ -74,7 +74,8 @@ def test_run_against_a_given_target(tmp_path: Path) -> None:
     with TargetProcess({"APP_LATENCY__ITL_MS": "5"}) as target:
         done = ramplab(["run", str(campaign), "--target", target.url, "--results-dir",
                         str(tmp_path), "--run-name", "given"])  # fmt: skip
-        assert target.process is not None and target.process.poll() is None  # left running
+        assert target.process is not None
+        assert target.process.poll() is None
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "target settings are unused" in done.stdout
     run_dir = tmp_path / "given"
