@@ -33,6 +33,8 @@ __all__ = ["app", "line_buffered", "main"]
 app = typer.Typer(
     name="ramplab",
     help="Open-loop QPS ramps against streaming LLM APIs, on Locust master/worker processes.",
+    epilog="Exit codes: 0 ok · 2 bad input (the field is named) · 3 an SLO gate missed · "
+    "4 the run failed · 130 interrupted (results kept). Campaign format: docs/cli.md.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

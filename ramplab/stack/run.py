@@ -173,6 +173,8 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
         try:
             stack.start(on_step=lambda text: console.print(f"  {text}"))
             meta["target"] = stack.target_url
+            meta["processes"] = {p.name: p.pid for p in stack.processes}
+            _write_meta(run_dir, meta)
             timeout = campaign.load_shape.duration_s + campaign.drain_s + MASTER_SLACK_S
             progress = LiveProgress(run_dir, campaign.load_shape, config.workers)
             master_code = _watch(stack, progress, timeout, console)
@@ -203,7 +205,9 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
             )
             code = ExitCode.USAGE if master_code == 2 else ExitCode.RUN_FAILED
         interrupted = interrupted or guard.received is not None
-        summary, gate_report = _finish(run_dir, parsed_gates, console, interrupted, stopped_at)
+        summary, gate_report = None, None
+        if code is None or (run_dir / "requests.jsonl").exists():  # nothing ran: no table
+            summary, gate_report = _finish(run_dir, parsed_gates, console, interrupted, stopped_at)
         if interrupted:
             code = ExitCode.INTERRUPTED
         elif code is None:

@@ -191,3 +191,41 @@ def test_sigint_mid_run_exits_130_keeps_results_and_leaves_no_process(tmp_path: 
                and 1.0 <= r["intended_start"] - summary["run_start"] < stopped)  # fmt: skip
     assert step["achieved_qps"] == pytest.approx(sent / (stopped - 1.0))
     assert (run_dir / "summary.master.json").is_file()  # the master's own, kept
+
+
+def test_a_worker_killed_mid_run_fails_the_run_but_keeps_its_results(tmp_path: Path) -> None:
+    campaign = tmp_path / "tiny.yaml"
+    campaign.write_text(TINY.replace("hold: 5s", "hold: 12s"))
+    proc = subprocess.Popen(
+        [*RAMPLAB, "run", str(campaign), "--results-dir", str(tmp_path), "--run-name", "lost",
+         "--workers", "2"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    run_dir = tmp_path / "lost"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            if time.time() > plan_start(run_dir) + 4.0:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"the plan did not start within 90 s (exit {proc.poll()})")
+        victim = run_meta(run_dir)["processes"]["worker-2"]
+        os.killpg(victim, signal.SIGKILL)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert proc.returncode == 4, out[-3000:] + err[-3000:]
+    assert "workers died during the run: worker-2" in out
+    meta = run_meta(run_dir)
+    assert meta["exit_codes"]["worker-2"] == -signal.SIGKILL
+    assert not wait_gone(list(meta["processes"].values()))
+    lines = records(run_dir / "requests.jsonl")
+    # The surviving worker went on measuring after the kill, and its records were kept.
+    assert {r["worker"] for r in lines if r["intended_start"] > plan_start(run_dir) + 6.0}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["requests"] > 0
+    assert "per-step summary" in out
