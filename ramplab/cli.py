@@ -165,7 +165,7 @@ def report(
         ),
     ] = None,
 ) -> None:
-    """Rebuild the per-step table and report.md from a run's saved results."""
+    """Rebuild the per-step table, report.md and report.html from a run's saved results."""
     try:
         if not run_dir.is_dir():
             raise UsageError("RUN_DIR", f"{run_dir} is not a directory")

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from ramplab.campaign import CampaignError, load_campaign
 from ramplab.errors import UsageError
+from ramplab.htmlreport import write_html
 from ramplab.results import load_records
 from ramplab.shapes import Shape, custom
 from ramplab.slo import GateReport
@@ -194,7 +195,8 @@ def _markdown_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> st
 def write_report(
     run_dir: Path, summary: Mapping[str, Any], gates: Sequence[tuple[str, str, str]] = ()
 ) -> Path:
-    """``report.md``: what ran, the per-step table, totals, gates; self-contained Markdown."""
+    """``report.md`` (what ran, the per-step table, totals, gates) and ``report.html`` (the
+    table with charts); both self-contained. Returns the Markdown file's path."""
     meta: dict[str, Any] = {}
     meta_path = run_dir / "run.json"
     if meta_path.is_file():
@@ -246,6 +248,14 @@ def write_report(
     ]
     out = run_dir / "report.md"
     out.write_text("\n".join(parts), encoding="utf-8")
+    write_html(
+        run_dir / "report.html",
+        f"ramplab run {run_dir.name}",
+        [(k, str(v)) for k, v in facts if v is not None],
+        [c[0] for c in COLUMNS],
+        rows(summary),
+        summary["steps"],
+    )
     return out
 
 

@@ -73,6 +73,12 @@ def test_smoke_campaign_with_two_workers_completes(
     assert not wait_gone(list(meta["processes"].values()))
     assert (run_dir / "campaign.yaml").read_text() == (REPO / "campaigns/smoke.yaml").read_text()
     assert "| step |" in (run_dir / "report.md").read_text()
+    page = (run_dir / "report.html").read_text()
+    assert page.count("<svg") == 2  # QPS and TTFT charts, inline
+    assert "src=" not in page
+    assert "href=" not in page  # self-contained: nothing to fetch
+    for step in summary["steps"]:
+        assert f"<td>{step['achieved_qps']:.2f}</td>" in page
     assert "per-step summary" in done.stdout
 
 
