@@ -5,6 +5,7 @@
     local.py      ``LocalStack``: start in order, wait until healthy, watch, stop everything
     progress.py   the run's progress as the CLI shows it (master snapshot + records so far)
     reporter.py   the Locust side of progress: the master writes ``progress.json`` (imports Locust)
+    run.py        one campaign run end to end: run directory, stack, progress, summary, exit code
 
 Nothing here imports Locust except ``reporter.py``: the CLI process must not be gevent-patched.
 """

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from ramplab.errors import RamplabError
 from ramplab.stack.process import ManagedProcess, ProcessSpec, free_port
 from ramplab.stack.readiness import HttpReady, LogReady, PortReady, Readiness
 
@@ -41,8 +42,10 @@ POLL_S = 0.1
 MASTER_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class StackError(Exception):
-    """A process of the stack did not come up (or died); carries its name and log tail."""
+class StackError(RamplabError):
+    """A process of the stack did not come up (or died); carries its name, exit code and log
+    tail. Not a ``UsageError``: the CLI maps an exit code 2 of the process to "usage", anything
+    else to "run failed"."""
 
     def __init__(self, process: str, message: str, exit_code: int | None, log_tail: str) -> None:
         self.process = process

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,15 @@ def test_target_setting_refused_exits_2_naming_the_key(tmp_path: Path) -> None:
     assert "target exited with code 2" in done.stderr
     assert "itl_ms" in done.stderr  # the target's own message, from its log tail
     assert "Traceback" not in done.stderr
+
+
+def test_the_cli_process_imports_neither_locust_nor_the_target() -> None:
+    # gevent's monkey-patching (Locust) would break the CLI's subprocess and signal handling,
+    # and ramplab never imports target_service.
+    code = (
+        "import sys, ramplab.cli, ramplab.demo;"
+        "bad = [m for m in ('locust', 'gevent', 'target_service') if m in sys.modules];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
