@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.stack.support import (
@@ -145,7 +147,10 @@ def plan_start(run_dir: Path) -> float:
         return float("inf")
 
 
-def test_sigint_mid_run_exits_130_keeps_results_and_leaves_no_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_mid_run_exits_130_keeps_results_and_leaves_no_process(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
     campaign = tmp_path / "long.yaml"
     # Long enough that the interrupt lands mid-run; it stops long before the end.
     campaign.write_text(TINY.replace("hold: 5s", "hold: 120s"))
@@ -170,7 +175,7 @@ def test_sigint_mid_run_exits_130_keeps_results_and_leaves_no_process(tmp_path: 
             time.sleep(0.2)
         else:
             pytest.fail(f"no 10 records within 90 s (exit {proc.poll()})")
-        os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the CLI
+        os.kill(proc.pid, signum)  # SIGINT: what Ctrl-C sends to the CLI
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -187,6 +192,7 @@ def test_sigint_mid_run_exits_130_keeps_results_and_leaves_no_process(tmp_path: 
     summary = json.loads((run_dir / "summary.json").read_text())
     assert 0 < summary["requests"] <= len(lines)
     assert "per-step summary (interrupted after" in out
+    assert f"{signum.name}: stopping the stack" in out
     # Rates are over what ran: the one stage, cut at the interrupt, minus its 1 s warm-up.
     stopped = summary["stopped_at_s"]
     assert 1.0 < stopped < 120.0
@@ -235,3 +241,33 @@ def test_a_worker_killed_mid_run_fails_the_run_but_keeps_its_results(tmp_path: P
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["requests"] > 0
     assert "per-step summary" in out
+
+
+def test_web_ui_serves_during_the_run(tmp_path: Path) -> None:
+    campaign = tmp_path / "tiny.yaml"
+    campaign.write_text(TINY.replace("hold: 5s", "hold: 8s"))
+    out_path = tmp_path / "out.txt"
+    with out_path.open("w") as out:
+        proc = subprocess.Popen(
+            [*RAMPLAB, "run", str(campaign), "--results-dir", str(tmp_path), "--run-name", "ui",
+             "--web-ui"],
+            cwd=REPO, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        url = None
+        while url is None and time.monotonic() < deadline and proc.poll() is None:
+            found = re.search(r"web UI on (http://127\.0\.0\.1:\d+)", out_path.read_text())
+            url = found.group(1) if found else None
+            time.sleep(0.2)
+        assert url is not None, out_path.read_text()[-3000:]
+        answer = httpx.get(url + "/stats/requests", timeout=10)
+        assert answer.status_code == 200
+        assert answer.json()["state"] in ("spawning", "running", "ready")
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert proc.returncode == 0, out_path.read_text()[-3000:]
+    assert json.loads((tmp_path / "ui" / "summary.json").read_text())["requests"] > 0
