@@ -283,4 +283,12 @@ def load_campaign(path: Path) -> Campaign:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise CampaignError("", f"{path}: not valid YAML{where}") from None
-    return parse_campaign(data, str(path))
+    campaign = parse_campaign(data, str(path))
+    prompts = campaign.workload.prompts_file
+    if prompts is not None and not prompts.is_absolute():
+        # Relative to the campaign file, like any include, not to wherever the CLI runs.
+        workload = campaign.workload.model_copy(
+            update={"prompts_file": Path(path).parent / prompts}
+        )
+        campaign = campaign.model_copy(update={"workload": workload})
+    return campaign

@@ -158,3 +158,12 @@ def test_an_interrupted_shape_keeps_what_ran() -> None:
     assert [s.rate for s in truncated(shape, 11.0).stages] == [1]
     assert truncated(shape, 40.0).stages == shape.stages
     assert truncated(shape, 1.0) is None  # still in the first warm-up
+
+
+def test_a_relative_prompts_file_is_relative_to_the_campaign(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    path = tmp_path / "sub" / "c.yaml"
+    path.write_text("shape: '1@2s'\nworkload: {prompts_file: prompts.jsonl}\n")
+    campaign = load_campaign(path)
+    assert campaign.workload.prompts_file == tmp_path / "sub" / "prompts.jsonl"
+    assert str(tmp_path / "sub" / "prompts.jsonl") in campaign.locust_args()
