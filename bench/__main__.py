@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-BENCHMARKS = ["target_stream", "progress_poll"]
+BENCHMARKS = ["target_stream", "target_signing", "exporter_overhead", "progress_poll"]
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADER = """# Benchmarks
 

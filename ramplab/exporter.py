@@ -18,6 +18,10 @@ Design decisions:
   the rest are counted as ``other``, so a misbehaving server cannot explode cardinality.
 - Latency histograms take only successful requests: an error answered in 1 ms is not a TTFT.
   Errors are counted in ``ramplab_requests_total`` by status and kind instead.
+- The streaming histograms (TTFT, ITL, TPOT, TTLT, tokens/s per stream) carry the load step and
+  its target rate (``step``, ``target_qps``; ``none`` outside a ramp), so that a dashboard can
+  show percentiles per step and tokens/s against the offered rate. A ramp has tens of steps;
+  past :data:`MAX_STEPS` the rest are counted as ``other``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ RATE_BUCKETS: tuple[float, ...] = (
 )  # fmt: skip
 
 MAX_LABEL_VALUES = 32
+MAX_STEPS = 64
 OTHER = "other"
 NONE = "none"
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -151,6 +156,7 @@ class LoadMetrics(Collector):
         self._status_cap = _LabelCap()
         self._kind_cap = _LabelCap()
         self._phase_cap = {"client": _LabelCap(), "server": _LabelCap()}
+        self._step_cap = _LabelCap(MAX_STEPS)
         const = ("run", "scenario")
 
         def hist(name: str, doc: str, bounds: tuple[float, ...], *labels: str) -> _HistogramFamily:
@@ -163,22 +169,30 @@ class LoadMetrics(Collector):
             "ramplab_ttft_seconds",
             "Time to the first token-bearing SSE event, from the intended or the actual start.",
             LATENCY_BUCKETS,
+            "step",
+            "target_qps",
             "start",
         )
         self.inter_token = hist(
             "ramplab_inter_token_seconds",
             "Gap between token-bearing events divided by the tokens they carry (one per token).",
             GAP_BUCKETS,
+            "step",
+            "target_qps",
         )
         self.tpot = hist(
             "ramplab_tpot_seconds",
             "Time per output token after the first: (TTLT - TTFT) / (output tokens - 1).",
             GAP_BUCKETS,
+            "step",
+            "target_qps",
         )
         self.ttlt = hist(
             "ramplab_ttlt_seconds",
             "Time to the last token-bearing SSE event, from the intended or the actual start.",
             LATENCY_BUCKETS,
+            "step",
+            "target_qps",
             "start",
         )
         self.phase = hist(
@@ -192,6 +206,8 @@ class LoadMetrics(Collector):
             "ramplab_stream_tokens_per_second",
             "Output tokens of one stream over the time from its send to its last token.",
             RATE_BUCKETS,
+            "step",
+            "target_qps",
         )
         self.lateness = hist(
             "ramplab_schedule_lateness_seconds",
@@ -274,25 +290,35 @@ class LoadMetrics(Collector):
         if len(failed) < retried:  # a record without its attempt log
             self.retries.inc((*self._const, "unknown"), retried - len(failed))
 
+    def _step_labels(self, record: RequestRecord) -> LabelValues:
+        if record.step is None:
+            return (*self._const, NONE, NONE)
+        step = self._step_cap(str(record.step))
+        if step == OTHER:
+            return (*self._const, OTHER, OTHER)
+        rate = NONE if record.target_qps is None else f"{record.target_qps:g}"
+        return (*self._const, step, rate)
+
     def _observe_latencies(self, record: RequestRecord) -> None:
         const = self._const
+        stepped = self._step_labels(record)
         if record.ttft_ms is not None:
-            self.ttft.get((*const, "intended")).add(record.ttft_ms / 1000.0)
+            self.ttft.get((*stepped, "intended")).add(record.ttft_ms / 1000.0)
         if record.ttft_send_ms is not None:
-            self.ttft.get((*const, "actual")).add(record.ttft_send_ms / 1000.0)
+            self.ttft.get((*stepped, "actual")).add(record.ttft_send_ms / 1000.0)
         if record.ttlt_ms is not None:
-            self.ttlt.get((*const, "intended")).add(record.ttlt_ms / 1000.0)
+            self.ttlt.get((*stepped, "intended")).add(record.ttlt_ms / 1000.0)
         if record.ttlt_send_ms is not None:
-            self.ttlt.get((*const, "actual")).add(record.ttlt_send_ms / 1000.0)
+            self.ttlt.get((*stepped, "actual")).add(record.ttlt_send_ms / 1000.0)
         if record.tpot_ms is not None:
-            self.tpot.get(const).add(record.tpot_ms / 1000.0)
+            self.tpot.get(stepped).add(record.tpot_ms / 1000.0)
         if record.itl_ms:
-            gaps = self.inter_token.get(const)
+            gaps = self.inter_token.get(stepped)
             for gap_ms in record.itl_ms:
                 gaps.add(gap_ms / 1000.0)
         stream_ms = record.ttlt_send_ms if record.ttlt_send_ms is not None else record.ttlt_ms
         if record.output_tokens and stream_ms:
-            self.stream_rate.get(const).add(record.output_tokens / (stream_ms / 1000.0))
+            self.stream_rate.get(stepped).add(record.output_tokens / (stream_ms / 1000.0))
         for side, phases in (("client", record.phases_ms), ("server", record.server_timing_ms)):
             cap = self._phase_cap[side]
             for name, ms in phases.items():
@@ -402,6 +428,7 @@ def serve(registry: CollectorRegistry, port: int, host: str = "127.0.0.1") -> in
 __all__: Sequence[str] = [
     "GAP_BUCKETS",
     "LATENCY_BUCKETS",
+    "MAX_STEPS",
     "RATE_BUCKETS",
     "LoadMetrics",
     "MasterGauges",

@@ -24,7 +24,7 @@ from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
 from ramplab import settings as options
-from ramplab.context import UserContext
+from ramplab.context import Sink, UserContext
 from ramplab.record import RequestRecord
 from ramplab.results import ResultsWriter
 from ramplab.settings import OptionError
@@ -35,6 +35,7 @@ log = logging.getLogger("ramplab")
 
 _contexts: dict[int, UserContext] = {}
 _writers: dict[int, ResultsWriter] = {}
+_extra_sinks: dict[int, list[Sink]] = {}
 # Extra summary fields by environment (the ramp engine's per-step figures), computed from the
 # records file when the summary is written; and the last summary written, for the SLO gates.
 summary_providers: dict[int, Callable[[Path], dict[str, Any]]] = {}
@@ -65,7 +66,17 @@ def context_for(environment: Any) -> UserContext:
         forwarder = getattr(environment, "_ramplab_forwarder", None)
         if forwarder is not None:
             context.sinks.append(forwarder.add)
+        context.sinks.extend(_extra_sinks.pop(id(environment), []))
     return context
+
+
+def add_sink(environment: Any, sink: Sink) -> None:
+    """Feed ``sink`` every finished record of this process (e.g. the Prometheus exporter)."""
+    context = _contexts.get(id(environment))
+    if context is not None:
+        context.sinks.append(sink)
+    else:  # the context is built with the first user; it picks the sink up then
+        _extra_sinks.setdefault(id(environment), []).append(sink)
 
 
 def _worker_name(environment: Any) -> str:
@@ -168,3 +179,6 @@ _events.init_command_line_parser.add_listener(_add_options)
 _events.init.add_listener(_on_init)
 _events.test_stop.add_listener(_on_test_stop)
 _events.quitting.add_listener(_on_quitting)
+
+# Last, so that the results hooks above run first; the exporter feeds on add_sink().
+from ramplab import exporter_hooks  # noqa: E402, F401

@@ -64,6 +64,28 @@ class UserSettings:
         return self
 
 
+@dataclass(frozen=True, slots=True)
+class MetricsSettings:
+    """The Prometheus exporter's options (``ramplab/exporter_hooks.py``); ports 0 = off."""
+
+    port: int = 0  # a worker's /metrics
+    host: str = "127.0.0.1"
+    master_port: int = 0  # the master's run gauges
+    linger_s: float = 0.0  # keep /metrics up after the run, for a last scrape
+    run_id: str = "default"
+    scenario: str | None = None  # None: the locustfile's name
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0-65535; 0 = off)")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -186,20 +208,62 @@ OPTIONS: tuple[tuple[str, str, Any, Any, str], ...] = (
     ("--workload-seed", "workload_seed", int, None, "seed of the synthetic prompt generator"),
 )
 
+METRICS_OPTIONS: tuple[tuple[str, str, Any, Any, str], ...] = (
+    ("--metrics-port", "metrics_port", _port, 0, "worker: serve /metrics on this port (0: off)"),
+    ("--metrics-host", "metrics_host", str, "127.0.0.1", "address the /metrics servers bind"),
+    (
+        "--master-metrics-port",
+        "master_metrics_port",
+        _port,
+        0,
+        "master: serve the run gauges on this port (0: off)",
+    ),
+    (
+        "--metrics-linger",
+        "metrics_linger",
+        _non_negative_float,
+        0.0,
+        "seconds /metrics stays up after the run ends (a last scrape sees every request)",
+    ),
+    ("--run-id", "run_id", str, "default", "the `run` label of every ramplab_ metric"),
+    ("--scenario", "scenario", str, "", "the `scenario` label (default: the locustfile's name)"),
+)
+
 
 def register(parser: Any) -> None:
     """Add the options to Locust's (configargparse) parser."""
-    group = parser.add_argument_group("ramplab streaming user")
-    for flag, dest, kind, default, help_text in OPTIONS:
-        env = "RAMPLAB_" + dest.upper()
-        if kind == "flag":
-            group.add_argument(
-                flag, dest=dest, action="store_true", default=default, env_var=env, help=help_text
-            )
-        else:
-            group.add_argument(
-                flag, dest=dest, type=kind, default=default, env_var=env, help=help_text
-            )
+    for title, table in (("ramplab streaming user", OPTIONS), ("ramplab metrics", METRICS_OPTIONS)):
+        group = parser.add_argument_group(title)
+        for flag, dest, kind, default, help_text in table:
+            env = "RAMPLAB_" + dest.upper()
+            if kind == "flag":
+                group.add_argument(
+                    flag,
+                    dest=dest,
+                    action="store_true",
+                    default=default,
+                    env_var=env,
+                    help=help_text,
+                )
+            else:
+                group.add_argument(
+                    flag, dest=dest, type=kind, default=default, env_var=env, help=help_text
+                )
+
+
+def metrics_from_options(options: Any) -> MetricsSettings:
+    """The exporter's settings from Locust's ``parsed_options`` (values checked by the parser)."""
+    run_id = str(getattr(options, "run_id", "") or "default").strip()
+    if not run_id:
+        raise OptionError("--run-id must not be empty")
+    return MetricsSettings(
+        port=int(getattr(options, "metrics_port", 0) or 0),
+        host=str(getattr(options, "metrics_host", "") or "127.0.0.1"),
+        master_port=int(getattr(options, "master_metrics_port", 0) or 0),
+        linger_s=float(getattr(options, "metrics_linger", 0.0) or 0.0),
+        run_id=run_id,
+        scenario=str(getattr(options, "scenario", "") or "").strip() or None,
+    )
 
 
 def from_options(options: Any) -> UserSettings:

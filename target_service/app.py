@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
@@ -33,6 +34,10 @@ from target_service.middleware.process import ProcessHeaderMiddleware
 from target_service.redis_pool import RedisPool, RedisUnavailable
 from target_service.runtime import Runtime
 from target_service.settings import Settings, load_settings
+from target_service.tracing import TRACER_NAME, build_provider
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 log = logging.getLogger("target_service")
 
@@ -72,9 +77,15 @@ def create_app(
     *,
     registry: CollectorRegistry | None = None,
     multiproc_dir: str | None = None,
+    span_exporter: SpanExporter | None = None,
 ) -> Starlette:
-    """Build the app; without ``redis_url`` it starts an embedded Redis for its own lifetime."""
+    """Build the app; without ``redis_url`` it starts an embedded Redis for its own lifetime.
+
+    Traces go to ``span_exporter`` when one is given, else to ``settings.tracing.otlp_endpoint``
+    when that is set; otherwise no tracing code runs at all.
+    """
     metrics = TargetMetrics(registry or CollectorRegistry(), multiproc_dir)
+    tracer_provider = build_provider(settings.tracing, span_exporter)
     drop_filter = _InjectedDropFilter()
     for name in ("uvicorn.error", "target_service"):
         logging.getLogger(name).addFilter(drop_filter)
@@ -112,6 +123,8 @@ def create_app(
             await redis.aclose()
             if embedded is not None:
                 embedded.close()
+            if tracer_provider is not None:
+                tracer_provider.shutdown()  # flushes the spans still batched
 
     route_list = [
         Route("/v1/chat/completions", routes.chat_completions, methods=["POST"]),
@@ -127,13 +140,20 @@ def create_app(
         # Without a token the admin routes do not exist at all (404, not 401).
         route_list.append(Route("/admin/config", admin.get_config, methods=["GET"]))
         route_list.append(Route("/admin/config", admin.put_config, methods=["PUT"]))
+    middleware = [
+        Middleware(ProcessHeaderMiddleware),
+        Middleware(MetricsMiddleware, metrics=metrics),
+        Middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes),
+    ]
+    if tracer_provider is not None:
+        from target_service.middleware.tracing import TracingMiddleware
+
+        # Outermost, so the span covers the other middleware and every error response.
+        tracer = tracer_provider.get_tracer(TRACER_NAME)
+        middleware.insert(0, Middleware(TracingMiddleware, tracer=tracer))
     app = Starlette(
         routes=route_list,
-        middleware=[
-            Middleware(ProcessHeaderMiddleware),
-            Middleware(MetricsMiddleware, metrics=metrics),
-            Middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes),
-        ],
+        middleware=middleware,
         exception_handlers={
             APIError: routes.api_error,
             RedisUnavailable: routes.redis_unavailable,

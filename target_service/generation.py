@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from target_service import tracing
 from target_service.errors import InvalidRequest, NotFound, Unavailable
 from target_service.faults import FaultInjector, InjectedDisconnect
 from target_service.inference import InferenceModel, OutputPlan
@@ -62,6 +63,16 @@ class Completion:
     def server_timing(self) -> str:
         own = f"queue;dur={self.queue_s * 1000:.3f}, prefill;dur={self.prefill_s * 1000:.3f}"
         return f"{self.pre_timing}, {own}" if self.pre_timing else own
+
+
+def _sign_event(signature: Signature | None) -> None:
+    if signature is not None:
+        tracing.event(
+            "sign",
+            sign_ms=signature.sign_s * 1000,
+            lock_wait_ms=signature.lock_wait_s * 1000,
+            sign_queue_ms=signature.queue_s * 1000,
+        )
 
 
 class Generator:
@@ -123,6 +134,7 @@ class Generator:
             ) from None
         admitted = loop.time()
         self.metrics.queue_wait.observe(admitted - arrival)
+        tracing.event("queue", wait_ms=(admitted - arrival) * 1000)
         prefill_s = self.model.prefill_s(prompt_tokens)
         try:
             await asyncio.sleep(prefill_s)
@@ -131,6 +143,7 @@ class Generator:
             raise
         self.metrics.prefill.observe(prefill_s)
         self.metrics.prompt_tokens_total.inc(prompt_tokens)
+        tracing.event("prefill", prefill_ms=prefill_s * 1000, prompt_tokens=prompt_tokens)
         return Completion(
             request=request,
             client=client,
@@ -179,6 +192,7 @@ class Generator:
                         signature = await self.signer.sign(
                             signed_message(done.completion_id, "".join(tokens))
                         )
+                        _sign_event(signature)
                     except RedisUnavailable:
                         # The key ring could not be read at a period change: the headers are
                         # long gone, so the stream ends with an error event instead of a 503.
@@ -188,6 +202,7 @@ class Generator:
                 now = loop.time()
                 if sent == 0:
                     self.metrics.ttft.observe(now - done.arrival)
+                    tracing.event("first_token")
                 else:
                     self.metrics.inter_token.observe((now - last_sent) / count)
                 last_sent = now
@@ -198,6 +213,7 @@ class Generator:
             decode_s = loop.time() - done.first_token_due
             done.slot.release()
             finished = True
+            tracing.event("decode_end", decode_ms=decode_s * 1000, output_tokens=sent)
             if failure == "drop":
                 self.metrics.completions_total.labels("injected_drop").inc()
                 raise InjectedDisconnect
@@ -250,8 +266,10 @@ class Generator:
             decode_s = loop.time() - done.first_token_due
         finally:
             done.slot.release()
+        tracing.event("decode_end", decode_ms=decode_s * 1000, output_tokens=total)
         text = "".join(generate_tokens(done.seed, total))
         signature = await self.signer.sign(signed_message(done.completion_id, text))
+        _sign_event(signature)
         self.metrics.output_tokens_total.inc(total)
         self.metrics.output_tokens.observe(total)
         self.metrics.completions_total.labels("completed").inc()

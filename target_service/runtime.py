@@ -65,7 +65,7 @@ class Runtime:
             scheduler=scheduler,
             tokenizer=tokenizer or ApproxTokenizer(),
             metrics=metrics,
-            usage=UsageStore(redis, metrics),
+            usage=UsageStore(redis, settings.redis_prefix, metrics),
             rng=rng or random.Random(settings.seed),
             signer=signer,
             faults=faults,

@@ -20,6 +20,7 @@ import uvicorn
 
 from target_service.embedded_redis import EmbeddedRedis
 from target_service.settings import Settings, SettingsError, load_settings
+from target_service.tracing import TracingUnavailable, require_sdk
 
 cli = typer.Typer(add_completion=False, help="The ramplab reference target: a simulated LLM API.")
 
@@ -84,7 +85,8 @@ def main(
     }
     try:
         settings = load_settings(**overrides)
-    except SettingsError as exc:
+        require_sdk(settings.tracing)
+    except (SettingsError, TracingUnavailable) as exc:
         print(f"target: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
     print("target settings: " + json.dumps(settings.masked()), file=sys.stderr, flush=True)

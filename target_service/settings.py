@@ -163,6 +163,33 @@ class FaultSettings(Section):
         return self
 
 
+class TracingSettings(Section):
+    """OpenTelemetry traces (``tracing.py``): on only when ``otlp_endpoint`` is set."""
+
+    # The OTLP/HTTP collector's base URL (Jaeger: http://jaeger:4318); spans go to /v1/traces.
+    otlp_endpoint: str | None = None
+    service_name: str = Field("ramplab-target", min_length=1)
+    sample_ratio: float = Field(1.0, ge=0, le=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_is_off(cls, data: Any) -> Any:
+        # Compose passes an unset variable as "": that means no tracing, not a bad URL.
+        if isinstance(data, dict) and data.get("otlp_endpoint") == "":
+            data = {**data, "otlp_endpoint": None}
+        return data
+
+    @model_validator(mode="after")
+    def _endpoint_is_http(self) -> TracingSettings:
+        if self.otlp_endpoint is not None and not self.otlp_endpoint.startswith(
+            ("http://", "https://")
+        ):
+            raise ValueError(
+                f"otlp_endpoint={self.otlp_endpoint!r} must start with http:// or https://"
+            )
+        return self
+
+
 class Settings(BaseSettings):
     """Everything a target process needs, validated at start-up."""
 
@@ -197,6 +224,7 @@ class Settings(BaseSettings):
     output: OutputSettings = Field(default_factory=OutputSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     stream: StreamSettings = Field(default_factory=StreamSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
 
     @model_validator(mode="after")
     def _check_redis_url(self) -> Settings:

@@ -1,6 +1,6 @@
 """Per-client request and token counters, kept in Redis so every worker process adds to one total.
 
-One pipelined round trip per completion (``HINCRBY`` × 3 on ``ramplab:usage:<client>``).
+One pipelined round trip per completion (``HINCRBY`` × 3 on ``<redis_prefix>usage:<client>``).
 """
 
 from __future__ import annotations
@@ -12,16 +12,15 @@ from redis.asyncio import Redis
 from target_service.metrics import TargetMetrics
 from target_service.redis_pool import RedisPool, RedisUnavailable
 
-KEY_PREFIX = "ramplab:usage:"
-
 
 class UsageStore:
-    def __init__(self, redis: RedisPool, metrics: TargetMetrics) -> None:
+    def __init__(self, redis: RedisPool, prefix: str, metrics: TargetMetrics) -> None:
         self._redis = redis
+        self._prefix = prefix + "usage:"
         self._metrics = metrics
 
     async def record(self, client: str, prompt_tokens: int, completion_tokens: int) -> None:
-        key = KEY_PREFIX + client
+        key = self._prefix + client
 
         async def add(redis: Redis) -> None:
             async with redis.pipeline(transaction=False) as pipe:
@@ -35,5 +34,5 @@ class UsageStore:
             await self._redis.run("usage", add)
 
     async def totals(self, client: str) -> dict[str, int]:
-        raw = await self._redis.run("usage", lambda r: r.hgetall(KEY_PREFIX + client))
+        raw = await self._redis.run("usage", lambda r: r.hgetall(self._prefix + client))
         return {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}

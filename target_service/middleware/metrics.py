@@ -32,11 +32,11 @@ class MetricsMiddleware:
             await self.app(scope, receive, timed_send)
         finally:
             self.metrics.request_duration.labels(
-                scope["method"], _route_template(scope), str(status)
+                scope["method"], route_template(scope), str(status)
             ).observe(time.perf_counter() - start)
 
 
-def _route_template(scope: Scope) -> str:
+def route_template(scope: Scope) -> str:
     route = scope.get("route")
     if route is not None and hasattr(route, "path"):
         return str(route.path)

@@ -12,7 +12,14 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ramplab.exporter import GAP_BUCKETS, LATENCY_BUCKETS, LoadMetrics, MasterGauges, serve
+from ramplab.exporter import (
+    GAP_BUCKETS,
+    LATENCY_BUCKETS,
+    MAX_STEPS,
+    LoadMetrics,
+    MasterGauges,
+    serve,
+)
 from ramplab.record import AttemptRecord, RequestRecord
 from tests.ops.exporter_worker import records
 from tests.support.processes import REPO
@@ -160,6 +167,29 @@ def test_outside_label_values_are_capped() -> None:
     assert len(phases) == 33
     assert "other" in phases
     assert value(s, "ramplab_phase_seconds_count", side="server") == 200
+
+
+def test_streaming_histograms_carry_the_step_and_its_rate() -> None:
+    registry = CollectorRegistry()
+    metrics = LoadMetrics(registry, run="r", scenario="s")
+    metrics.observe(ok_record(step=0, target_qps=6.0))
+    metrics.observe(ok_record(step=1, target_qps=12.5))
+    metrics.observe(ok_record(step=1, target_qps=12.5))
+    metrics.observe(ok_record())  # outside a ramp
+    for i in range(MAX_STEPS + 10):
+        metrics.observe(ok_record(step=100 + i, target_qps=1.0))
+    s = scrape(registry)
+    count = "ramplab_ttft_seconds_count"
+    assert value(s, count, step="0", target_qps="6", start="intended") == 1
+    assert value(s, count, step="1", target_qps="12.5", start="intended") == 2
+    assert value(s, count, step="none", target_qps="none", start="intended") == 1
+    assert value(s, "ramplab_stream_tokens_per_second_count", step="1") == 2
+    assert value(s, "ramplab_inter_token_seconds_count", step="1") == 10
+    steps = {dict(ls)["step"] for n, ls in s if n == count}
+    assert len(steps) == MAX_STEPS + 2  # the cap, "none", and "other"
+    assert value(s, count, step="other", target_qps="other", start="intended") == 12
+    # The phase histograms and counters stay without the step.
+    assert value(s, "ramplab_requests_total") == MAX_STEPS + 14
 
 
 def test_master_gauges() -> None:

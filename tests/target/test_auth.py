@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from target_service.embedded_redis import EmbeddedRedis
 from target_service.keyring import RingKey
 from tests.support.processes import TargetProcess
-from tests.target.stress_helpers import chat_body, metric, target_env
+from tests.target.stress_helpers import ADMIN_TOKEN, chat_body, metric, target_env
 
 CLIENT_ID = "tester"
 CLIENT_SECRET = "s3cret-" + uuid.uuid4().hex
@@ -64,7 +64,7 @@ def target(
     redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Target]:
     clients = orjson.dumps([{"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET}]).decode()
-    env = target_env(redis_server, auth__mode="jwt", auth__clients=clients)
+    env = target_env(redis_server, auth__mode="jwt", auth__clients=clients, admin_token=ADMIN_TOKEN)
     log = tmp_path_factory.mktemp("auth") / "target.log"
     with TargetProcess(env, log_path=log) as process:
         yield Target(process, env, redis_server)
@@ -277,9 +277,12 @@ def test_attack_is_refused_with_401_for_its_reason(target: Target, attack: str) 
 @pytest.mark.parametrize("missing", ["exp", "iat", "nbf", "iss", "aud", "sub"])
 def test_token_missing_a_required_claim_is_refused(target: Target, missing: str) -> None:
     forged = _rs256(target.current_key(), claims(**{missing: None}))
+    before = _failures(target, "missing_claim")
     response = call(target.url, f"Bearer {forged}")
     assert response.status_code == 401, response.text
     assert response.json()["error"]["type"] == "authentication_error"
+    # Refused because the claim is missing, not for some other property of the token.
+    assert _failures(target, "missing_claim") == before + 1
 
 
 def test_small_leeway_accepts_a_token_just_past_expiry(target: Target) -> None:
@@ -301,9 +304,17 @@ def test_secrets_and_tokens_never_reach_the_log(target: Target) -> None:
     access = token(target.url)
     call(target.url, f"Bearer {access}")
     call(target.url, "Bearer " + access[:-4] + "AAAA")
+    admin = {"authorization": f"Bearer {ADMIN_TOKEN}"}
+    # The admin token is used (right and wrong) and printed masked in the settings, never plain.
+    changed = httpx.put(target.url + "/admin/config", json={"faults": {"seed": 7}}, headers=admin)
+    assert changed.status_code == 200, changed.text
+    wrong = {"authorization": f"Bearer {ADMIN_TOKEN}x"}
+    assert httpx.get(target.url + "/admin/config", headers=wrong).status_code == 401
     assert target.log_path is not None
     text = Path(target.log_path).read_text()
     assert "target settings:" in text  # the log is really being written
+    assert '"admin_token": "********"' in text
     assert CLIENT_SECRET not in text
+    assert ADMIN_TOKEN not in text
     assert access not in text
     assert access.split(".")[2] not in text

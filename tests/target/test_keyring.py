@@ -3,11 +3,14 @@
 The period is 2 s with no leeway, so one test walks a key through its whole life (published as
 next, signing, verifying as previous, retired) in about three periods. Which process answers is
 read from ``x-target-pid``; fresh connections are opened until both processes have answered, so
-"issued by one, verified by the other" is observed, not assumed.
+"issued by one, verified by the other" is observed, not assumed. The overlap and retirement checks
+go through one kept-alive connection per process, so *each* process is asked, not whichever one
+the kernel picks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 
@@ -58,6 +61,34 @@ def verify(url: str, token: str) -> tuple[int, str]:
     return response.status_code, response.headers["x-target-pid"]
 
 
+@contextlib.contextmanager
+def one_client_per_process(url: str, processes: int = 2) -> Iterator[dict[str, httpx.Client]]:
+    """Kept-alive clients, one connected to each worker process (uvicorn keeps idle ones 5 s)."""
+    pinned: dict[str, httpx.Client] = {}
+
+    def all_pinned() -> bool:
+        client = httpx.Client(base_url=url)
+        pid = client.get("/healthz").headers["x-target-pid"]
+        if pid in pinned:
+            client.close()
+        else:
+            pinned[pid] = client
+        return len(pinned) == processes
+
+    try:
+        wait_until(all_pinned, 20, f"a connection to each of {processes} processes")
+        yield pinned
+    finally:
+        for client in pinned.values():
+            client.close()
+
+
+def verify_on(pid: str, client: httpx.Client, token: str) -> int:
+    response = client.get("/v1/models", headers={"authorization": f"Bearer {token}"})
+    assert response.headers["x-target-pid"] == pid, "the kept-alive connection moved"
+    return response.status_code
+
+
 def epoch() -> int:
     return int(time.time() // PERIOD)
 
@@ -99,6 +130,16 @@ def test_rotation_publishes_next_keeps_previous_then_retires(
     target: tuple[TargetProcess, str], redis_server: EmbeddedRedis
 ) -> None:
     process, prefix = target
+    with one_client_per_process(process.url) as pinned:
+        _walk_one_key_through_its_life(process, prefix, redis_server, pinned)
+
+
+def _walk_one_key_through_its_life(
+    process: TargetProcess,
+    prefix: str,
+    redis_server: EmbeddedRedis,
+    pinned: dict[str, httpx.Client],
+) -> None:
     # Start 1 s into a 2 s period, so the token below outlives the next boundary by ≥ 1 s: ample
     # for a few loopback requests on a loaded machine, and it expires before its key retires.
     start = epoch() + 1
@@ -112,9 +153,10 @@ def test_rotation_publishes_next_keeps_previous_then_retires(
     assert len(next_kids) == 1, "the next period's key is published before it signs"
 
     wait_for_epoch(start + 1)
-    # Overlap: the old token still verifies (on whichever processes answer).
-    for _ in range(4):
-        assert verify(process.url, old_token)[0] == 200
+    # Overlap: the old token still verifies, on each process.
+    assert {
+        pid: verify_on(pid, client, old_token) for pid, client in pinned.items()
+    } == dict.fromkeys(pinned, 200)
     new_token, _ = issue(process.url)
     new_kid = jwt.get_unverified_header(new_token)["kid"]
     assert {new_kid} == next_kids
@@ -131,9 +173,10 @@ def test_rotation_publishes_next_keeps_previous_then_retires(
     now = int(time.time())
     claims = {"iss": "ramplab-target", "aud": "ramplab", "sub": "rot", "iat": now, "nbf": now}
     forged = jwt.encode({**claims, "exp": now + 60}, old_key.rsa, "RS256", {"kid": old_kid})
-    for _ in range(4):
-        status, _ = verify(process.url, forged)
-        assert status == 401
+    for _ in range(2):
+        assert {
+            pid: verify_on(pid, client, forged) for pid, client in pinned.items()
+        } == dict.fromkeys(pinned, 401)
     jwks = {k["kid"] for k in fresh(process.url, "GET", "/.well-known/jwks.json").json()["keys"]}
     assert old_kid not in jwks
     assert new_kid in jwks

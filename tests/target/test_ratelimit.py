@@ -13,11 +13,13 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+import redis
 
+from target_service.auth import anonymous_identity
 from target_service.embedded_redis import EmbeddedRedis
 from target_service.ratelimit import reset_text
 from tests.support.processes import TargetProcess
-from tests.target.stress_helpers import chat_body, metric, target_env
+from tests.target.stress_helpers import chat_body, metric, target_env, wait_until
 
 LIMIT = 4
 PERIOD_S = 2.0
@@ -121,3 +123,31 @@ def test_global_limit_counts_every_client_and_refusals_consume_nothing(with_glob
 )
 def test_reset_text_matches_openai_style(seconds: float, text: str) -> None:
     assert reset_text(seconds) == text
+
+
+def test_one_redis_round_trip_per_request_for_both_limits() -> None:
+    # A private Redis, so its command counters see this target alone.
+    with EmbeddedRedis() as server:
+        env = target_env(
+            server, ratelimit__client_limit=1000, ratelimit__global_limit=1000, signing__mode="off"
+        )
+        control = redis.Redis(host=server.host, port=server.port)
+        with TargetProcess(env) as process, httpx.Client(base_url=process.url) as client:
+            who = uuid.uuid4().hex
+            assert send(client, who).status_code == 200  # loads the script (EVALSHA, SCRIPT)
+            control.config_resetstat()
+            n = 10
+            assert [send(client, who).status_code for _ in range(n)] == [200] * n
+            stats = control.info("commandstats")
+            usage_key = f"{env['APP_REDIS_PREFIX']}usage:{anonymous_identity('Bearer ' + who)}"
+            # Usage is recorded in the background after each answer: poll for the last one.
+            wait_until(
+                lambda: control.hget(usage_key, "requests") == str(n + 1).encode(),
+                10,
+                "usage of every request recorded under the target's prefix",
+            )
+        control.close()
+    # Client and global limits are checked and updated by one script call per request.
+    assert stats["cmdstat_evalsha"]["calls"] == n
+    assert "cmdstat_eval" not in stats
+    assert "cmdstat_script" not in stats

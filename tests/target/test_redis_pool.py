@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import redis
 
 from target_service.embedded_redis import EmbeddedRedis
 from tests.support.processes import TargetProcess
-from tests.target.stress_helpers import chat_body, metric, target_env
+from tests.target.stress_helpers import chat_body, metric, target_env, wait_until
 
 
 @pytest.fixture
@@ -46,6 +47,69 @@ def test_pool_is_prewarmed_and_metered(small_redis: EmbeddedRedis) -> None:
     assert metric(text, "target_redis_pool_wait_seconds_count") >= 16 + 5
     assert "target_redis_pool_connections_in_use" in text
     assert "target_redis_pool_waiting_callers" in text
+
+
+def test_pool_caps_connections_and_meters_waiting_callers(small_redis: EmbeddedRedis) -> None:
+    # A pool of 2 and a paused Redis: 6 requests (each needs Redis for the rate limiter) must hold
+    # both connections and leave the others waiting for a slot — visible in the metrics while
+    # it lasts — then all succeed once Redis answers again. Timeouts are far above the pause.
+    env = target_env(
+        small_redis,
+        ratelimit__client_limit=100_000,
+        ratelimit__period_s=1,
+        redis_pool__max_connections=2,
+        redis_pool__prewarm=2,
+        redis_pool__wait_timeout_s=20,
+        redis_timeout_s=20,
+        redis_pool__capacity_check="off",
+    )
+    requests = 6
+    with TargetProcess(env) as process:
+
+        def gauges() -> tuple[float, float]:
+            text = httpx.get(process.url + "/metrics").text
+            return (
+                metric(text, "target_redis_pool_connections_in_use"),
+                metric(text, "target_redis_pool_waiting_callers"),
+            )
+
+        assert httpx.post(process.url + "/v1/chat/completions", json=chat_body()).status_code == 200
+        waits_before = metric(
+            httpx.get(process.url + "/metrics").text, "target_redis_pool_wait_seconds_count"
+        )
+        control = redis.Redis(host=small_redis.host, port=small_redis.port)
+        # WRITE mode holds scripts (the limiter's EVALSHA) but lets CLIENT UNPAUSE through, so
+        # the pause lasts exactly as long as the test needs, not a guessed duration.
+        control.client_pause(60_000, all=False)
+        try:
+            with concurrent.futures.ThreadPoolExecutor(requests) as pool:
+                futures = [
+                    pool.submit(
+                        httpx.post,
+                        process.url + "/v1/chat/completions",
+                        json=chat_body(max_tokens=1),
+                        timeout=60,
+                    )
+                    for _ in range(requests)
+                ]
+                # The key ring's background refresh may add a waiter of its own.
+                in_use, waiting = wait_until(
+                    lambda: (g := gauges())[0] == 2 and g[1] >= requests - 2 and g,
+                    30,
+                    "both connections in use and the other callers waiting",
+                )
+                control.client_unpause()
+                statuses = [f.result().status_code for f in futures]
+        finally:
+            control.client_unpause()
+            control.close()
+        assert (in_use, waiting) >= (2, requests - 2)
+        assert statuses == [200] * requests
+        assert wait_until(lambda: gauges() == (0, 0) or None, 20, "the pool to be idle again")
+        text = httpx.get(process.url + "/metrics").text
+        # Every request asked the pool at least once (rate limit; usage records add more).
+        assert metric(text, "target_redis_pool_wait_seconds_count") - waits_before >= requests
+        assert metric(text, "target_redis_errors_total") == 0
 
 
 def test_capacity_rule_refuses_with_the_numbers(small_redis: EmbeddedRedis, tmp_path: Path) -> None:

@@ -1,0 +1,182 @@
+"""``docker-compose.yml`` and ``Dockerfile``, checked statically (no Docker engine here).
+
+The schema is the Compose Specification's JSON schema (compose-spec/compose-spec,
+``schema/compose-spec.json``, Apache-2.0) as shipped in Debian's ``docker-compose`` 1.29.2
+package (``compose/config/compose_spec.json``), vendored as ``data/compose-spec.json``.
+Where a ``docker`` CLI exists, ``docker compose config`` checks the file too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from ramplab import settings
+from ramplab.openloop import options as run_options
+from tests.support.processes import REPO
+
+COMPOSE = REPO / "docker-compose.yml"
+DOCKERFILE = REPO / "Dockerfile"
+SCHEMA = Path(__file__).parent / "data" / "compose-spec.json"
+PINNED = re.compile(r"^[\w./-]+:(?!latest$)v?\d[\w.-]*$")
+
+
+def compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return data
+
+
+def services() -> dict[str, dict[str, Any]]:
+    return compose()["services"]
+
+
+def schema_errors(document: dict[str, Any]) -> list[str]:
+    validator = jsonschema.Draft201909Validator(json.loads(SCHEMA.read_text()))
+    return [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(document)]
+
+
+def test_compose_file_matches_the_compose_specification() -> None:
+    assert schema_errors(compose()) == []
+
+
+def test_the_schema_check_catches_a_mistake() -> None:
+    broken = compose()
+    broken["services"]["target"]["healthcheck"]["intervall"] = "5s"
+    broken["services"]["worker"]["depends_on"]["master"]["condition"] = 7
+    assert len(schema_errors(broken)) == 2
+
+
+def has_compose() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    probe = subprocess.run(
+        ["docker", "compose", "version"], capture_output=True, timeout=30, check=False
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not has_compose(), reason="no `docker compose` on this machine")
+def test_docker_compose_config_accepts_it() -> None:
+    done = subprocess.run(
+        ["docker", "compose", "-f", str(COMPOSE), "config", "--quiet"],
+        env={**os.environ, "GRAFANA_ADMIN_PASSWORD": "test"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_services_the_issue_asks_for() -> None:
+    assert set(services()) == {
+        "redis", "target", "master", "worker", "prometheus", "grafana", "jaeger",
+    }  # fmt: skip
+    assert services()["jaeger"]["profiles"] == ["tracing"]
+    assert "profiles" not in services()["prometheus"]
+
+
+def test_every_service_has_a_healthcheck_and_a_pinned_image() -> None:
+    for name, service in services().items():
+        assert "test" in service.get("healthcheck", {}), f"{name} has no healthcheck"
+        assert PINNED.match(service["image"]), f"{name}: image {service['image']!r} is not pinned"
+
+
+def test_dependencies_wait_for_health() -> None:
+    for name, service in services().items():
+        for dependency, condition in service.get("depends_on", {}).items():
+            assert condition == {"condition": "service_healthy"}, f"{name} -> {dependency}"
+    assert set(services()["master"]["depends_on"]) == {"target", "prometheus"}
+    assert set(services()["target"]["depends_on"]) == {"redis"}
+
+
+def test_ports_are_published_on_loopback_only() -> None:
+    published = 0
+    for name, service in services().items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), f"{name}: {port}"
+            published += 1
+    assert published == 5  # target, Locust UI, Prometheus, Grafana, Jaeger UI
+    assert "ports" not in services()["worker"]  # scaled replicas cannot share a host port
+    assert "container_name" not in services()["worker"]
+
+
+def test_target_is_limited_to_four_cpus_and_checks_readyz() -> None:
+    target = services()["target"]
+    assert float(target["cpus"]) == 4
+    assert any("/readyz" in part for part in target["healthcheck"]["test"])
+    assert target["environment"]["APP_REDIS_URL"] == "redis://redis:6379/0"
+
+
+def test_master_runs_the_campaign_with_its_ui_and_the_ports_prometheus_scrapes() -> None:
+    master, worker = services()["master"]["command"], services()["worker"]["command"]
+    assert "--autostart" in master
+    assert "--headless" not in master
+    assert master[master.index("--master-metrics-port") + 1] == "9100"
+    assert worker[worker.index("--metrics-port") + 1] == "9101"
+    prometheus = yaml.safe_load((REPO / "prometheus" / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in prometheus["scrape_configs"]}
+    assert jobs["master"]["static_configs"][0]["targets"] == ["master:9100"]
+    assert jobs["worker"]["dns_sd_configs"][0]["port"] == 9101
+    assert "./results:/app/results" in services()["master"]["volumes"]
+
+
+def test_campaign_variables_are_real_locust_options() -> None:
+    known = {"RAMPLAB_" + dest.upper() for _, dest, *_ in settings.OPTIONS}
+    known |= {"RAMPLAB_" + dest.upper() for _, dest, *_ in settings.METRICS_OPTIONS}
+    known |= {
+        "RAMPLAB_" + dest.removeprefix("ramplab_").upper() for _, dest, *_ in run_options.OPTIONS
+    }
+    for name in ("master", "worker"):
+        assert set(services()[name]["environment"]) <= known
+
+
+def test_grafana_is_provisioned_read_only_for_visitors() -> None:
+    grafana = services()["grafana"]
+    env = grafana["environment"]
+    assert env["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
+    assert env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    home = Path(env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]).name
+    assert (REPO / "grafana" / "dashboards" / home).is_file()
+
+
+def test_every_mounted_path_exists() -> None:
+    for name, service in services().items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            assert source.startswith("./"), f"{name}: {volume} (bind mounts only)"
+            assert (REPO / source).exists(), f"{name} mounts missing {source}"
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    lines = [line.strip() for line in text.splitlines()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    ]
+
+
+def test_dockerfile_is_slim_pinned_and_non_root() -> None:
+    instructions = dockerfile()
+    bases = [args.split()[0] for op, args in instructions if op == "FROM"]
+    assert bases
+    assert all(PINNED.match(base) and "slim" in base for base in bases)
+    users = [args for op, args in instructions if op == "USER"]
+    assert users, "no USER: the image would run as root"
+    assert users[-1].split(":")[0] not in ("root", "0")
+    for op, args in instructions:
+        if op == "COPY" and not args.startswith("--from"):
+            for source in args.split()[:-1]:
+                assert (REPO / source).exists(), f"COPY {source}: missing"
+    assert {"8000", "8089", "9100", "9101"} <= set(
+        next(args for op, args in instructions if op == "EXPOSE").split()
+    )

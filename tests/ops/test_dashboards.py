@@ -1,0 +1,131 @@
+"""The Grafana dashboards and provisioning, checked without a Grafana: one source of truth,
+stable uids, the provisioned datasource, and only metrics that exist."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry
+
+from ramplab.dashboards import DATASOURCE_UID, all_dashboards, render
+from ramplab.dashboards.__main__ import file_name, main, text
+from ramplab.exporter import LoadMetrics, MasterGauges
+from target_service.metrics import TargetMetrics
+from tests.support.processes import REPO
+
+GRAFANA = REPO / "grafana"
+UIDS = {
+    "ramplab-overview": "Campaign overview",
+    "ramplab-latency": "Streaming latency",
+    "ramplab-decay": "Token-rate decay",
+    "ramplab-decomposition": "Latency decomposition",
+    "ramplab-target": "Target internals",
+    "ramplab-retries": "Retries and recovery",
+}
+SELECTED = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{|label_values\(([a-zA-Z_:][a-zA-Z0-9_:]*)")
+
+
+def committed() -> dict[str, dict[str, Any]]:
+    out = {}
+    for path in sorted((GRAFANA / "dashboards").glob("*.json")):
+        data = json.loads(path.read_text())
+        out[data["uid"]] = data
+    return out
+
+
+def existing_series() -> set[str]:
+    """Every series name the exporters, the target and the recording rules produce."""
+    names: set[str] = set()
+    registry = CollectorRegistry()
+    LoadMetrics(registry, "r", "s")
+    MasterGauges(registry, "r", "s")
+    TargetMetrics(registry)
+    for family in registry.collect():
+        if family.type == "histogram":
+            names.update(f"{family.name}{s}" for s in ("_bucket", "_sum", "_count"))
+        elif family.type == "counter":
+            names.add(f"{family.name}_total")
+        else:
+            names.add(family.name)
+    rules = yaml.safe_load((REPO / "prometheus" / "rules" / "recording.yml").read_text())
+    names.update(rule["record"] for group in rules["groups"] for rule in group["rules"])
+    return names
+
+
+def queries(dashboard: dict[str, Any]) -> list[str]:
+    return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+
+
+def test_committed_json_is_the_generators_output() -> None:
+    dashboards = all_dashboards()
+    for dashboard in dashboards:
+        path = GRAFANA / "dashboards" / file_name(dashboard)
+        assert path.read_text() == text(dashboard), f"{path} is stale: python -m ramplab.dashboards"
+    assert len(list((GRAFANA / "dashboards").glob("*.json"))) == len(dashboards)
+    assert main(["--check", str(GRAFANA / "dashboards")]) == 0
+
+
+def test_check_mode_notices_a_stale_file(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path)]) == 0
+    (tmp_path / "decay.json").write_text("{}\n")
+    assert main(["--check", str(tmp_path)]) == 1
+    assert "decay.json" in capsys.readouterr().err
+
+
+def test_six_dashboards_with_stable_uids_and_the_three_variables() -> None:
+    dashboards = committed()
+    assert {uid: d["title"].removeprefix("ramplab / ") for uid, d in dashboards.items()} == UIDS
+    for dashboard in dashboards.values():
+        names = [v["name"] for v in dashboard["templating"]["list"]]
+        assert names == ["run", "scenario", "instance"]
+        ids = [panel["id"] for panel in dashboard["panels"]]
+        assert len(ids) == len(set(ids))
+        for panel in dashboard["panels"]:
+            grid = panel["gridPos"]
+            assert grid["x"] + grid["w"] <= 24
+            assert panel["targets"], panel["title"]
+
+
+def test_every_dashboard_uses_the_provisioned_datasource_uid() -> None:
+    provisioned = yaml.safe_load(
+        (GRAFANA / "provisioning" / "datasources" / "prometheus.yml").read_text()
+    )
+    (datasource,) = provisioned["datasources"]
+    assert datasource["uid"] == DATASOURCE_UID
+    assert datasource["type"] == "prometheus"
+    for dashboard in committed().values():
+        for variable in dashboard["templating"]["list"]:
+            assert variable["datasource"]["uid"] == DATASOURCE_UID
+        for panel in dashboard["panels"]:
+            assert panel["datasource"]["uid"] == DATASOURCE_UID
+            assert {t["datasource"]["uid"] for t in panel["targets"]} == {DATASOURCE_UID}
+
+
+def test_the_file_provider_reads_the_dashboards_compose_mounts() -> None:
+    provider = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "ramplab.yml").read_text())
+    (entry,) = provider["providers"]
+    assert entry["type"] == "file"
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    volumes = compose["services"]["grafana"]["volumes"]
+    assert f"./grafana/dashboards:{entry['options']['path']}:ro" in volumes
+
+
+def test_queries_name_only_series_that_exist() -> None:
+    known = existing_series()
+    for dashboard in committed().values():
+        for expr in queries(dashboard) + [v["definition"] for v in dashboard["templating"]["list"]]:
+            used = {a or b for a, b in SELECTED.findall(expr)} or {expr}
+            assert used <= known, f"{dashboard['uid']}: unknown series in {expr}"
+
+
+def test_every_load_generator_query_filters_on_the_variables() -> None:
+    for dashboard in all_dashboards():
+        for target in (t for p in render(dashboard)["panels"] for t in p["targets"]):
+            expr = target["expr"]
+            if "ramplab_" in expr:
+                assert '$run"' in expr, expr
+                assert '$scenario"' in expr, expr
