@@ -65,7 +65,7 @@ def test_demo_command_on_a_fresh_clone(clone: Path) -> None:
         cwd=clone, env=env, capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    (run_dir,) = (clone / "results").iterdir()
+    (run_dir,) = [p for p in (clone / "results").iterdir() if p.is_dir()]
     assert run_dir.name.startswith("demo-short-")
     assert "per-step summary" in done.stdout
     summary = json.loads((run_dir / "summary.json").read_text())
