@@ -19,8 +19,10 @@ $(STAMP): pyproject.toml
 system-deps:
 	@RAMPLAB_SYSTEM_TOOLS="$(SYSTEM_TOOLS)" bash scripts/system-deps.sh
 
+# The 1 -> 100 QPS ramp on the local stack (ramplab run campaigns/demo.yaml); DEMO_ARGS are
+# passed on, e.g. make demo DEMO_ARGS="--workers 3".
 demo: $(STAMP)
-	$(BIN)/python -m ramplab.demo
+	$(BIN)/python -m ramplab.demo $(DEMO_ARGS)
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest

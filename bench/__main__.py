@@ -14,7 +14,13 @@ import sys
 import time
 from pathlib import Path
 
-BENCHMARKS = ["target_stream", "target_signing", "stream_accuracy", "exporter_overhead"]
+BENCHMARKS = [
+    "target_stream",
+    "target_signing",
+    "stream_accuracy",
+    "exporter_overhead",
+    "progress_poll",
+]
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADER = """# Benchmarks
 

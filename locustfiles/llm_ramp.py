@@ -10,5 +10,6 @@ Distributed: add ``--master --expect-workers N`` here and run N ``--worker`` pro
 
 from ramplab.openloop.shape import RampShape
 from ramplab.openloop.user import RampUser
+from ramplab.stack import reporter as _progress  # noqa: F401 - registers --ramplab-progress-file
 
 __all__ = ["RampShape", "RampUser"]

@@ -1,0 +1,257 @@
+"""``LocalStack``: the reference target, a Locust master and N workers, started and stopped as one.
+
+Start order and what "healthy" means:
+
+1. the target: ``GET /readyz`` answers 200 (its Redis is reachable); a target given by URL
+   must accept TCP connections;
+2. the master: its worker port accepts connections;
+3. the workers: the master's log says ``N workers connected``, and none of them has exited;
+4. extra processes (``extras``), each with its own readiness check.
+
+Each step has one deadline; a process that exits early or misses the deadline stops the whole
+stack with a ``StackError`` naming the process, what was awaited and the tail of its log.
+
+Stopping goes master first — on SIGINT Locust stops its workers, takes their last records and
+writes ``summary.json`` — then the workers, the extras and the target, each group SIGTERM'd and
+SIGKILL'd after a grace period, so nothing outlives the CLI.
+
+Extension seams: ``worker_extensions`` add arguments per worker index (a per-worker metrics port,
+say), ``extras`` add whole processes with their readiness check (a Prometheus scraping them).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from ramplab.errors import RamplabError
+from ramplab.stack.process import ManagedProcess, ProcessSpec, free_port
+from ramplab.stack.readiness import HttpReady, LogReady, PortReady, Readiness
+
+__all__ = ["LocalStack", "StackConfig", "StackError", "WorkerExtension"]
+
+POLL_S = 0.1
+# A headless Locust run with a shape handles SIGINT (KeyboardInterrupt: stop, write results, quit)
+# but installs its SIGTERM handler only after the shape ends; SIGTERM is the fallback.
+MASTER_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StackError(RamplabError):
+    """A process of the stack did not come up (or died); carries its name, exit code and log
+    tail. Not a ``UsageError``: the CLI maps an exit code 2 of the process to "usage", anything
+    else to "run failed"."""
+
+    def __init__(self, process: str, message: str, exit_code: int | None, log_tail: str) -> None:
+        self.process = process
+        self.exit_code = exit_code
+        self.log_tail = log_tail
+        super().__init__(message)
+
+
+class WorkerExtension(Protocol):
+    """Adds command-line arguments to worker ``index`` (0-based), e.g. its own metrics port."""
+
+    def worker_args(self, index: int) -> list[str]: ...
+
+
+@dataclass(slots=True)
+class StackConfig:
+    """Everything the stack needs; ``target_url=None`` starts the reference target."""
+
+    locustfile: Path
+    run_dir: Path
+    locust_args: list[str]  # the same for the master and every worker
+    workers: int = 2
+    locust_env: dict[str, str] = field(default_factory=dict)
+    target_url: str | None = None
+    target_env: dict[str, str] = field(default_factory=dict)
+    target_workers: int = 1
+    web_ui: bool = False
+    health_timeout_s: float = 60.0
+    python: str = sys.executable
+    cwd: Path | None = None
+    worker_extensions: list[WorkerExtension] = field(default_factory=list)
+    extras: list[tuple[ProcessSpec, Readiness]] = field(default_factory=list)
+
+    @property
+    def log_dir(self) -> Path:
+        return self.run_dir / "logs"
+
+    @property
+    def progress_path(self) -> Path:
+        return self.run_dir / "progress.json"
+
+
+class LocalStack:
+    """Start with ``start()``, wait for the master with ``wait()``, always ``stop()``."""
+
+    def __init__(self, config: StackConfig) -> None:
+        self.config = config
+        self.target: ManagedProcess | None = None
+        self.master: ManagedProcess | None = None
+        self.workers: list[ManagedProcess] = []
+        self.extras: list[ManagedProcess] = []
+        self.target_url = config.target_url or ""
+        self.master_port = 0
+        self.web_port: int | None = None
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        """Every process started, in start order."""
+        found = [self.target, self.master, *self.workers, *self.extras]
+        return [p for p in found if p is not None]
+
+    # -- start ------------------------------------------------------------------------------
+    def start(self, on_step: Callable[[str], None] = lambda _: None) -> None:
+        cfg = self.config
+        deadline = time.monotonic() + cfg.health_timeout_s
+        if cfg.target_url is None:
+            port = free_port()
+            self.target_url = f"http://127.0.0.1:{port}"
+            self.target = self._spawn(self._target_spec(port))
+            self._await(self.target, HttpReady(self.target_url + "/readyz"), deadline)
+            on_step(f"target ready on {self.target_url}")
+        else:
+            self._await_reachable(cfg.target_url, deadline)
+            on_step(f"target {cfg.target_url} reachable")
+        self.master_port = free_port()
+        self.master = self._spawn(self._master_spec())
+        self._await(self.master, PortReady(self.master_port), deadline)
+        on_step(f"master listening on 127.0.0.1:{self.master_port}")
+        for index in range(cfg.workers):
+            self.workers.append(self._spawn(self._worker_spec(index)))
+        connected = LogReady(self.master.log_path, rf"\b{cfg.workers} workers connected")
+        self._await_workers(connected, deadline)
+        on_step(f"{cfg.workers} workers connected")
+        for spec, readiness in cfg.extras:
+            extra = self._spawn(spec)
+            self.extras.append(extra)
+            self._await(extra, readiness, deadline)
+            on_step(f"{spec.name} ready")
+        if self.web_port is not None:
+            on_step(f"Locust web UI on http://127.0.0.1:{self.web_port}")
+
+    def _spawn(self, spec: ProcessSpec) -> ManagedProcess:
+        return ManagedProcess(spec, self.config.log_dir).start()
+
+    def _target_spec(self, port: int) -> ProcessSpec:
+        cfg = self.config
+        argv = [cfg.python, "-m", "target_service", "--host", "127.0.0.1", "--port", str(port),
+                "--workers", str(cfg.target_workers)]  # fmt: skip
+        return ProcessSpec("target", argv, dict(cfg.target_env), cfg.cwd)
+
+    def _locust(self) -> list[str]:
+        return [self.config.python, "-m", "locust", "-f", str(self.config.locustfile)]
+
+    def _master_spec(self) -> ProcessSpec:
+        cfg = self.config
+        argv = [
+            *self._locust(),
+            "--host", self.target_url,
+            "--master", "--master-bind-host", "127.0.0.1",
+            "--master-bind-port", str(self.master_port),
+            "--expect-workers", str(cfg.workers),
+            "--expect-workers-max-wait", str(max(1, round(cfg.health_timeout_s))),
+            "--results-dir", str(cfg.run_dir),
+            "--ramplab-progress-file", str(cfg.progress_path),
+        ]  # fmt: skip
+        if cfg.web_ui:
+            self.web_port = free_port()
+            # --autostart runs the shape at once like --headless; --autoquit ends the process
+            # a few seconds after the shape finishes, leaving the UI up to look at the end.
+            argv += ["--autostart", "--autoquit", "5", "--web-host", "127.0.0.1",
+                     "--web-port", str(self.web_port)]  # fmt: skip
+        else:
+            argv.append("--headless")
+        return ProcessSpec("master", [*argv, *cfg.locust_args], dict(cfg.locust_env), cfg.cwd)
+
+    def _worker_spec(self, index: int) -> ProcessSpec:
+        cfg = self.config
+        argv = [*self._locust(), "--worker", "--master-host", "127.0.0.1",
+                "--master-port", str(self.master_port), *cfg.locust_args]  # fmt: skip
+        for extension in cfg.worker_extensions:
+            argv += extension.worker_args(index)
+        return ProcessSpec(f"worker-{index + 1}", argv, dict(cfg.locust_env), cfg.cwd)
+
+    def _await(self, proc: ManagedProcess, check: Readiness, deadline: float) -> None:
+        while not check.ready():
+            code = proc.poll()
+            if code is not None:
+                raise self._error(proc, f"exited with code {code} before {check.describe()}")
+            if time.monotonic() > deadline:
+                raise self._error(
+                    proc, f"not healthy within {self.config.health_timeout_s:g} s: "
+                    f"waited for {check.describe()}"
+                )  # fmt: skip
+            time.sleep(POLL_S)
+
+    def _await_reachable(self, url: str, deadline: float) -> None:
+        """A given target must at least accept connections (any server: no health URL known)."""
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        check = PortReady(port, parts.hostname or "127.0.0.1")
+        while not check.ready():
+            if time.monotonic() > deadline:
+                raise StackError(
+                    "target", f"target {url} not reachable within "
+                    f"{self.config.health_timeout_s:g} s ({check.describe()})", None, "",
+                )  # fmt: skip
+            time.sleep(POLL_S * 5)
+
+    def _await_workers(self, check: Readiness, deadline: float) -> None:
+        assert self.master is not None
+        while not check.ready():
+            for proc in [self.master, *self.workers]:
+                code = proc.poll()
+                if code is not None:
+                    raise self._error(proc, f"exited with code {code} before {check.describe()}")
+            if time.monotonic() > deadline:
+                raise self._error(
+                    self.master,
+                    f"only some of {self.config.workers} workers connected within "
+                    f"{self.config.health_timeout_s:g} s (waited for {check.describe()})",
+                )
+            time.sleep(POLL_S)
+
+    @staticmethod
+    def _error(proc: ManagedProcess, what: str) -> StackError:
+        return StackError(
+            proc.name, f"{proc.name} {what} (log: {proc.log_path})", proc.poll(), proc.log_tail()
+        )
+
+    # -- run --------------------------------------------------------------------------------
+    def wait(self, timeout_s: float, tick: Callable[[], None] = lambda: None) -> int | None:
+        """Wait for the master to exit, calling ``tick`` every poll; its exit code, or ``None``
+        on timeout. A target that dies meanwhile raises ``StackError``."""
+        assert self.master is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            code = self.master.poll()
+            tick()
+            if code is not None:
+                return code
+            if self.target is not None and self.target.poll() is not None:
+                raise self._error(self.target, "died during the run")
+            time.sleep(POLL_S * 2.5)
+        return None
+
+    def dead_workers(self) -> list[ManagedProcess]:
+        """Workers that exited while the master still ran (the engine re-splits around them)."""
+        return [w for w in self.workers if w.poll() not in (None, 0)]
+
+    # -- stop -------------------------------------------------------------------------------
+    def stop(self, master_grace_s: float = 30.0) -> dict[str, int | None]:
+        """Stop everything (master first, target last); exit codes by process name."""
+        codes: dict[str, int | None] = {}
+        if self.master is not None:
+            codes[self.master.name] = self.master.stop(master_grace_s, MASTER_SIGNALS)
+        for proc in [*self.workers, *self.extras, self.target]:
+            if proc is not None:
+                codes[proc.name] = proc.stop(15.0 if proc is self.target else 10.0)
+        return codes

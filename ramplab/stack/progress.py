@@ -1,0 +1,138 @@
+"""The run's progress while it runs: the master's snapshot plus the records written so far.
+
+``progress.json`` (written by the master, see ``reporter.py``) gives what only the engine knows:
+the plan's start, users, live workers, dispatched and dropped arrivals per stage (measured
+windows). ``requests.jsonl`` gives the rest as it grows: sent requests and errors per stage. The
+file is read incrementally, complete lines only, so a poll costs only what was appended.
+
+The figures are live and approximate (records arrive up to a second late, after the stream ends
+and the worker's next batch); the per-step table printed at the end, from ``summary.json``, is
+the measurement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from rich.table import Table
+
+from ramplab.shapes import Shape
+
+__all__ = ["LiveProgress", "StepTally"]
+
+
+@dataclass(slots=True)
+class StepTally:
+    """Records of one stage whose intended start is in its measured window."""
+
+    sent: int = 0
+    ok: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+
+
+class LiveProgress:
+    """Polls a run directory; ``table()`` renders the current state."""
+
+    def __init__(self, run_dir: Path, shape: Shape, workers: int) -> None:
+        self.requests_path = run_dir / "requests.jsonl"
+        self.progress_path = run_dir / "progress.json"
+        self.shape = shape
+        self.expected_workers = workers
+        self.tally = [StepTally() for _ in shape.stages]
+        self.master: dict[str, Any] = {}
+        self.records = 0
+        self._offset = 0
+        self._partial = b""
+
+    def poll(self) -> None:
+        with contextlib.suppress(OSError, ValueError):  # not written yet
+            self.master = json.loads(self.progress_path.read_text(encoding="utf-8"))
+        try:
+            with self.requests_path.open("rb") as handle:
+                handle.seek(self._offset)
+                chunk = handle.read()
+        except OSError:
+            return
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()  # an incomplete last line waits for the next poll
+        for line in lines:
+            if line.strip():
+                self._add(orjson.loads(line))
+
+    def _add(self, record: dict[str, Any]) -> None:
+        self.records += 1
+        start = self.master.get("run_start")
+        step = record.get("step")
+        if start is None or step is None or not 0 <= int(step) < len(self.tally):
+            return
+        stage = self.shape.stages[int(step)]
+        if not stage.in_measured(float(record["intended_start"]) - float(start)):
+            return
+        tally = self.tally[int(step)]
+        if int(record.get("attempts") or 0) > 0:
+            tally.sent += 1
+        if record.get("ok"):
+            tally.ok += 1
+        else:
+            status = record.get("status")
+            tally.errors[str(status) if status is not None else str(record.get("error_kind"))] += 1
+
+    def elapsed(self, now: float | None = None) -> float | None:
+        start = self.master.get("run_start")
+        return None if start is None else (now or time.time()) - float(start)
+
+    def title(self) -> str:
+        elapsed = self.elapsed()
+        if elapsed is None:
+            return "waiting for the plan"
+        shown = max(0.0, min(elapsed, self.shape.duration_s))
+        return (
+            f"{shown:.0f}/{self.shape.duration_s:.0f} s · users {self.master.get('users', 0)} · "
+            f"workers {self.master.get('workers', 0)}/{self.expected_workers} · "
+            f"records {self.records} · dropped {self.master.get('dropped_total', 0)}"
+        )
+
+    def table(self) -> Table:
+        """One row per stage: target vs achieved so far, dropped, errors."""
+        table = Table(title=self.title(), title_justify="left")
+        for name in ("step", "target QPS", "achieved QPS", "sent", "dropped", "errors", "state"):
+            table.add_column(name, justify="left" if name in ("errors", "state") else "right")
+        elapsed = self.elapsed()
+        dropped = self.master.get("dropped") or [0] * len(self.tally)
+        for stage, tally in zip(self.shape.stages, self.tally, strict=True):
+            measured = (
+                0.0 if elapsed is None else min(elapsed, stage.end_s) - stage.measured_start_s
+            )
+            if elapsed is None or elapsed < stage.start_s:
+                state = "pending"
+            elif elapsed < stage.measured_start_s:
+                state = "warm-up"
+            elif elapsed < stage.end_s:
+                state = "running"
+            else:
+                state = "done"
+            achieved = f"{tally.sent / measured:.2f}" if measured >= 1.0 else "-"
+            errors = ", ".join(f"{k}×{v}" for k, v in sorted(tally.errors.items())) or "-"
+            table.add_row(
+                str(stage.index), f"{stage.rate:g}", achieved, str(tally.sent),
+                str(dropped[stage.index]) if stage.index < len(dropped) else "-", errors, state,
+            )  # fmt: skip
+        return table
+
+    def line(self) -> str:
+        """A one-line status for logs and pipes (no terminal to redraw)."""
+        elapsed = self.elapsed()
+        if elapsed is None:
+            return "waiting for the plan"
+        stage = self.shape.stage_at(max(0.0, elapsed))
+        where = f"step {stage.index} @ {stage.rate:g} QPS" if stage else "draining"
+        return f"{where} · {self.title()}"

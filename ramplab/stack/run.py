@@ -1,0 +1,279 @@
+"""One campaign run end to end: results directory, stack, live progress, summary, gates, report.
+
+The exit code follows ``ramplab.exitcodes``: 0 done and every gate passed, 2 bad input (the
+campaign, a gate, a setting the target or Locust refused), 3 a gate missed, 4 the run failed
+(a process did not come up or died, the master timed out or wrote no records), 130 interrupted
+— in every case after the processes are stopped and whatever was measured is kept: the
+``summary.json`` is rebuilt from ``requests.jsonl`` when the master could not write it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+
+from ramplab.campaign import Campaign
+from ramplab.errors import UsageError
+from ramplab.exitcodes import ExitCode
+from ramplab.report import (
+    CAMPAIGN_FILE,
+    gate_rows,
+    interrupted_summary,
+    load_summary,
+    print_steps,
+    save_summary,
+    write_report,
+)
+from ramplab.slo import GateReport, evaluate_gates, parse_gates, print_gates
+from ramplab.stack.local import LocalStack, StackConfig, StackError
+from ramplab.stack.progress import LiveProgress
+
+__all__ = ["RunRequest", "execute"]
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_LOCUSTFILE = REPO / "locustfiles" / "llm_ramp.py"
+# Beyond the shape and its drain, how long the master may take to start and finish.
+MASTER_SLACK_S = 120.0
+LINE_EVERY_S = 5.0
+
+
+@dataclass(slots=True)
+class RunRequest:
+    """The CLI's ``run`` arguments after parsing."""
+
+    campaign: Campaign
+    campaign_path: Path
+    campaign_text: str
+    results_dir: Path = Path("results")
+    run_name: str | None = None
+    target_url: str | None = None
+    workers: int | None = None
+    web_ui: bool = False
+    gates: list[str] = field(default_factory=list)
+    redis_url: str | None = None
+    locustfile: Path = DEFAULT_LOCUSTFILE
+    argv: Sequence[str] = ()
+
+
+class _Interrupted(Exception):
+    """SIGINT or SIGTERM arrived; the run stops cleanly."""
+
+
+class _SignalGuard:
+    """SIGINT and SIGTERM raise ``_Interrupted`` once, while the run is watched; during the stop
+    they are only noted, so a second Ctrl-C cannot leave processes behind."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self.received: str | None = None
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self.stopping or self.received is not None:
+            self.received = self.received or name
+            sys.stderr.write("ramplab: stopping the stack, please wait\n")
+            return
+        self.received = name
+        raise _Interrupted(name)
+
+
+@contextmanager
+def _interruptible() -> Iterator[_SignalGuard]:
+    guard = _SignalGuard()
+    previous = {s: signal.signal(s, guard.handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield guard
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def _run_dir(request: RunRequest) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    name = request.run_name or f"{request.campaign.name}-{stamp}"
+    run_dir = request.results_dir / name
+    if run_dir.exists():
+        raise UsageError("--run-name", f"{run_dir} already exists")
+    (run_dir / "logs").mkdir(parents=True)
+    return run_dir
+
+
+def _stack_config(request: RunRequest, run_dir: Path, gates: list[str]) -> StackConfig:
+    campaign = request.campaign
+    target_env = campaign.target.environment()
+    if request.redis_url:
+        target_env["APP_REDIS_URL"] = request.redis_url
+    config_file = REPO / "configs" / "app.toml"
+    if config_file.is_file():
+        target_env.setdefault("APP_CONFIG_FILE", str(config_file))
+    args = campaign.locust_args()
+    if gates:
+        args += ["--ramplab-gate", ";".join(gates)]
+    return StackConfig(
+        locustfile=request.locustfile,
+        run_dir=run_dir,
+        locust_args=args,
+        workers=request.workers or campaign.stack.workers,
+        locust_env=campaign.locust_env(),
+        target_url=request.target_url,
+        target_env=target_env,
+        target_workers=campaign.target.workers,
+        web_ui=request.web_ui,
+        health_timeout_s=campaign.stack.health_timeout_s,
+    )
+
+
+def _write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
+    (run_dir / "run.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+
+def execute(request: RunRequest, console: Console) -> ExitCode:
+    """Run the campaign; prints progress and the tables on ``console``, errors on stderr."""
+    campaign = request.campaign
+    gates = [*campaign.gates, *request.gates]
+    parsed_gates = parse_gates(request.gates, field="--gate")
+    parsed_gates = parse_gates(campaign.gates, field="gates") + parsed_gates
+    if not request.locustfile.is_file():
+        raise UsageError("--locustfile", f"{request.locustfile} does not exist")
+    run_dir = _run_dir(request)
+    (run_dir / CAMPAIGN_FILE).write_text(request.campaign_text, encoding="utf-8")
+    config = _stack_config(request, run_dir, gates)
+    meta: dict[str, Any] = {
+        "command": shlex.join(request.argv) if request.argv else None,
+        "campaign": str(request.campaign_path),
+        "target": request.target_url or "local reference target",
+        "workers": config.workers,
+        "locustfile": str(config.locustfile),
+        "started": datetime.now(UTC).isoformat(),
+    }
+    _write_meta(run_dir, meta)
+    console.print(f"[bold]ramplab[/] run [cyan]{run_dir}[/] ({campaign.name}, {config.workers} "
+                  f"workers, {campaign.load_shape.duration_s:g} s)")  # fmt: skip
+    if request.target_url and campaign.target.settings:
+        console.print("[yellow]note:[/] --target given: the campaign's target settings are unused")
+    stack = LocalStack(config)
+    code: ExitCode | None = None
+    master_code: int | None = None
+    interrupted = False
+    stopped_at: float | None = None
+    with _interruptible() as guard:
+        try:
+            stack.start(on_step=lambda text: console.print(f"  {text}"))
+            meta["target"] = stack.target_url
+            meta["processes"] = {p.name: p.pid for p in stack.processes}
+            _write_meta(run_dir, meta)
+            timeout = campaign.load_shape.duration_s + campaign.drain_s + MASTER_SLACK_S
+            progress = LiveProgress(run_dir, campaign.load_shape, config.workers)
+            master_code = _watch(stack, progress, timeout, console)
+            if master_code is None:
+                console.print(f"[red]the master did not finish within {timeout:g} s[/]")
+                code = ExitCode.RUN_FAILED
+        except StackError as exc:
+            sys.stderr.write(f"ramplab: {exc}\n")
+            if exc.log_tail:
+                sys.stderr.write(f"--- last lines of {exc.process}'s log ---\n{exc.log_tail}\n")
+            code = ExitCode.USAGE if exc.exit_code == 2 else ExitCode.RUN_FAILED
+        except _Interrupted as exc:
+            stopped_at = time.time()
+            console.print(f"[yellow]{exc}: stopping the stack, keeping the results[/]")
+            interrupted = True
+        finally:
+            guard.stopping = True
+            meta["processes"] = {p.name: p.pid for p in stack.processes}
+            dead = [w.name for w in stack.dead_workers()]
+            codes = stack.stop()
+        meta["exit_codes"] = codes
+        if dead and code is None and not interrupted:
+            console.print(f"[red]workers died during the run: {', '.join(dead)}[/]")
+            code = ExitCode.RUN_FAILED
+        if master_code not in (None, 0, 3) and code is None and not interrupted:
+            console.print(
+                f"[red]the master exited with code {master_code}[/] (log: {run_dir}/logs)"
+            )
+            code = ExitCode.USAGE if master_code == 2 else ExitCode.RUN_FAILED
+        interrupted = interrupted or guard.received is not None
+        summary, gate_report = None, None
+        if code is None or (run_dir / "requests.jsonl").exists():  # nothing ran: no table
+            summary, gate_report = _finish(run_dir, parsed_gates, console, interrupted, stopped_at)
+        if interrupted:
+            code = ExitCode.INTERRUPTED
+        elif code is None:
+            if summary is None or not summary.get("requests"):
+                console.print("[red]the run produced no request records[/]")
+                code = ExitCode.RUN_FAILED
+            else:
+                code = gate_report.exit_code() if gate_report else ExitCode.OK
+        meta.update({"exit_code": int(code), "finished": datetime.now(UTC).isoformat()})
+        _write_meta(run_dir, meta)
+        if summary is not None:
+            write_report(run_dir, summary, gate_rows(gate_report))
+    console.print(f"results: {run_dir} (exit code {int(code)})")
+    return code
+
+
+def _watch(
+    stack: LocalStack, progress: LiveProgress, timeout: float, console: Console
+) -> int | None:
+    if console.is_terminal:
+        with Live(progress.table(), console=console, refresh_per_second=2) as live:
+
+            def redraw() -> None:
+                progress.poll()
+                live.update(progress.table())
+
+            return stack.wait(timeout, redraw)
+    last = 0.0
+
+    def report() -> None:
+        nonlocal last
+        progress.poll()
+        now = time.monotonic()
+        if now - last >= LINE_EVERY_S:
+            last = now
+            console.print(f"  {progress.line()}", highlight=False)
+
+    code = stack.wait(timeout, report)
+    progress.poll()
+    console.print(progress.table())
+    return code
+
+
+def _finish(
+    run_dir: Path,
+    gates: list[Any],
+    console: Console,
+    interrupted: bool,
+    stopped_at: float | None,
+) -> tuple[dict[str, Any] | None, GateReport | None]:
+    """Load (or rebuild and save) the summary, print the table and the gates."""
+    try:
+        summary = interrupted_summary(run_dir, stopped_at) if interrupted else load_summary(run_dir)
+    except UsageError as exc:
+        console.print(f"[red]no summary: {exc}[/]")
+        return None, None
+    title = "per-step summary"
+    if summary.get("stopped_at_s") is not None:
+        title += f" (interrupted after {summary['stopped_at_s']:.1f} s)"
+        console.print("[yellow]summary.json rebuilt from requests.jsonl over what ran[/]")
+    elif summary.get("rebuilt"):
+        save_summary(run_dir, summary)
+        console.print("[yellow]summary.json rebuilt from requests.jsonl[/]")
+    print_steps(summary, console, title)
+    if not gates:
+        return summary, None
+    report = evaluate_gates(gates, summary)
+    print_gates(report, console)
+    return summary, report

@@ -1,0 +1,97 @@
+"""Bad input to the CLI: exit code 2, the offending field named, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.stack.support import TINY, ramplab
+
+
+def campaign_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "campaign.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("steps:\n  - {qps: 1, hold: 2s}\n  - {qps: 2, hold: 2s}\n  - {qps: -3, hold: 2s}\n",
+         "steps[2].qps"),
+        ("shape: {kind: stepped, rates: [1, 2], hold: 2s}\nworkload: {max_tokens: -1}\n",
+         "workload.max_tokens"),
+        ("shape: '1,2@2s'\nretry: {policy: exponential, jitter: wild}\n", "retry.jitter"),
+        ("shape: '1,2@2s'\ngates: ['ttft_ms.p99 <<< 3']\n", "gates[0]"),
+        ("shape: {kind: zigzag}\n", "shape.kind"),
+        ("shape: '1,2@2s'\nworkers: 3\n", "workers"),
+        ("shape: [1, 2\n", "not valid YAML"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_bad_campaign_exits_2_naming_the_field(
+    tmp_path: Path, command: str, text: str, field: str
+) -> None:
+    extra = ["--results-dir", str(tmp_path)] if command == "run" else []
+    done = ramplab([command, str(campaign_file(tmp_path, text)), *extra])
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert field in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert not any(p.is_dir() for p in tmp_path.iterdir()), "a rejected run created a run dir"
+
+
+def test_missing_campaign_file_and_bad_gate_exit_2(tmp_path: Path) -> None:
+    done = ramplab(["run", str(tmp_path / "nope.yaml")])
+    assert done.returncode == 2
+    assert "nope.yaml" in done.stderr
+    assert "Traceback" not in done.stderr
+    good = campaign_file(tmp_path, TINY)
+    done = ramplab(["run", str(good), "--gate", "ttft_ms.p99 800", "--results-dir", str(tmp_path)])
+    assert done.returncode == 2
+    assert "--gate[0]" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_bad_cli_option_exits_2(tmp_path: Path) -> None:
+    done = ramplab(["run", str(campaign_file(tmp_path, TINY)), "--workers", "0"])
+    assert done.returncode == 2
+    assert "--workers" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_validate_prints_the_stages(tmp_path: Path) -> None:
+    done = ramplab(["validate", str(campaign_file(tmp_path, TINY))])
+    assert done.returncode == 0, done.stderr
+    assert "step 0: 4 QPS for 5 s (warm-up 1 s)" in done.stdout
+
+
+def test_report_of_a_directory_without_results_exits_2(tmp_path: Path) -> None:
+    done = ramplab(["report", str(tmp_path)])
+    assert done.returncode == 2
+    assert "RUN_DIR" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_target_setting_refused_exits_2_naming_the_key(tmp_path: Path) -> None:
+    text = TINY.replace("itl_ms: 5", "itl_ms: -7")
+    done = ramplab(["run", str(campaign_file(tmp_path, text)), "--results-dir", str(tmp_path)])
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "target exited with code 2" in done.stderr
+    assert "itl_ms" in done.stderr  # the target's own message, from its log tail
+    assert "Traceback" not in done.stderr
+
+
+def test_the_cli_process_imports_neither_locust_nor_the_target() -> None:
+    # gevent's monkey-patching (Locust) would break the CLI's subprocess and signal handling,
+    # and ramplab never imports target_service.
+    code = (
+        "import sys, ramplab.cli, ramplab.demo;"
+        "bad = [m for m in ('locust', 'gevent', 'target_service') if m in sys.modules];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
