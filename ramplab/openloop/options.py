@@ -15,6 +15,7 @@ from ramplab.errors import UsageError
 from ramplab.openloop.plan import Mode
 from ramplab.retry.config import RetryConfig, parse_retry
 from ramplab.shapes import Shape, parse_shape
+from ramplab.sizing import prior_duration_s
 from ramplab.slo import Gate, RequestSlo, parse_gates, parse_request_slo
 
 OPTIONS: tuple[tuple[str, str, Any, Any, str], ...] = (
@@ -25,6 +26,13 @@ OPTIONS: tuple[tuple[str, str, Any, Any, str], ...] = (
     ("--ramplab-overflow", "ramplab_overflow", str, "drop", "no free user: drop|queue"),
     ("--ramplab-max-users", "ramplab_max_users", int, 1000, "cap on users (all workers)"),
     ("--ramplab-headroom", "ramplab_headroom", float, 1.5, "users = rate x duration x this"),
+    (
+        "--ramplab-duration-prior",
+        "ramplab_duration_prior",
+        float,
+        0.0,
+        "seconds per request assumed before any is measured (0: 1 s + max-tokens x 50 ms)",
+    ),
     ("--ramplab-retry", "ramplab_retry", str, "", "retry policy: name or JSON mapping"),
     ("--ramplab-slo", "ramplab_slo", str, "", "per-request SLOs, e.g. 'ttft_ms<=800'"),
     ("--ramplab-gate", "ramplab_gate", str, "", "';'-separated gates: 'ttft_ms.p99 < 800'"),
@@ -42,6 +50,7 @@ class RunOptions:
     overflow: str
     max_users: int
     headroom: float
+    duration_prior_s: float
     retry: RetryConfig | None
     retry_spec: Any
     slo: RequestSlo
@@ -99,6 +108,11 @@ def from_options(parsed: Any) -> RunOptions:
     headroom = float(get("ramplab_headroom") or 1.5)
     if headroom < 1.0:
         raise UsageError("--ramplab-headroom", f"must be >= 1, got {headroom}")
+    prior = float(get("ramplab_duration_prior") or 0.0)
+    if prior < 0:
+        raise UsageError("--ramplab-duration-prior", f"must be >= 0, got {prior}")
+    if prior == 0:
+        prior = prior_duration_s(int(get("max_tokens") or 128))
     retry_spec = _retry_spec(str(get("ramplab_retry") or ""))
     retry = parse_retry(retry_spec, field="--ramplab-retry") if retry_spec is not None else None
     slo_text = str(get("ramplab_slo") or "").strip()
@@ -117,6 +131,7 @@ def from_options(parsed: Any) -> RunOptions:
         overflow=overflow,
         max_users=max_users,
         headroom=headroom,
+        duration_prior_s=prior,
         retry=retry,
         retry_spec=retry_spec,
         slo=slo,
