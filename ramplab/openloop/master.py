@@ -23,7 +23,7 @@ from ramplab.openloop.options import RunOptions
 from ramplab.openloop.plan import PLAN_MESSAGE, Plan
 from ramplab.results import load_records
 from ramplab.shapes import Shape
-from ramplab.sizing import UserSizer
+from ramplab.sizing import DEFAULT_MAX_LOSS, UserSizer
 from ramplab.steps import count_measured, summarize
 
 LEAD_S = 2.0
@@ -41,7 +41,12 @@ class MasterEngine:
         self.local_worker = local_worker  # set when master and worker share one process
         self.plan: Plan | None = None
         self.progress: dict[str, dict[str, Any]] = {}
-        self.sizer = UserSizer(max_users=options.max_users, headroom=options.headroom)
+        self.sizer = UserSizer(
+            max_users=options.max_users,
+            headroom=options.headroom,
+            default_duration_s=options.duration_prior_s,
+            max_loss=DEFAULT_MAX_LOSS,
+        )
         self.users = 0
         self._watcher: gevent.Greenlet | None = None
 
@@ -91,9 +96,7 @@ class MasterEngine:
 
     def on_progress(self, data: dict[str, Any]) -> None:
         self.progress[str(data["worker"])] = data
-        duration = data.get("mean_duration_s")
-        if duration:
-            self.sizer.observe(float(duration))
+        self.sizer.observe_many(float(d) for d in data.get("durations_s") or ())
 
     # -- the shape's questions --------------------------------------------------------------
     def elapsed(self) -> float:
@@ -103,15 +106,16 @@ class MasterEngine:
         """Users for the current (and next) stage; never fewer than before, so none is killed
         in the middle of a request when the rate steps down."""
         stage = self.shape.stage_at(max(0.0, elapsed))
+        if self.options.mode == "closed":
+            # Closed loop: the stage's rate *is* the concurrency, down steps included; no look
+            # ahead, or the last second of a stage would run at the next one's concurrency.
+            self.users = min(self.options.max_users, math.ceil(stage.rate if stage else 0.0))
+            return self.users
         upcoming = self.shape.stage_at(max(0.0, elapsed) + 1.0)
         rates = [s.rate for s in (stage, upcoming) if s is not None]
         rate = max(rates) if rates else 0.0
         workers = max(1, len(self.live_workers()))
-        if self.options.mode == "closed":
-            # Closed loop: the stage's rate *is* the concurrency, down steps included.
-            self.users = min(self.options.max_users, math.ceil(rate))
-            return self.users
-        wanted = max(workers, self.sizer.users(rate))
+        wanted = max(workers, self.sizer.users(rate, workers))
         self.users = min(self.options.max_users, max(self.users, wanted))
         return self.users
 
@@ -135,12 +139,14 @@ class MasterEngine:
         stages = len(self.shape.stages)
         dispatched = [0] * stages
         dropped = [0] * stages
-        for report in self.progress.values():
+        by_worker: list[dict[str, dict[str, int]]] = [{} for _ in range(stages)]
+        for worker, report in sorted(self.progress.items()):
             for index, (sent, lost) in enumerate(
                 zip(report["dispatched"], report["dropped"], strict=True)
             ):
                 dispatched[index] += sent
                 dropped[index] += lost
+                by_worker[index][worker] = {"dispatched": sent, "dropped": lost}
         scheduled: list[int] | None = None
         if plan.mode == "open":
             schedule = build_schedule(self.shape, make_process(plan.arrivals), plan.seed)
@@ -150,6 +156,7 @@ class MasterEngine:
         )
         for index, step in enumerate(result["steps"]):
             step["dispatched"] = dispatched[index]
+            step["by_worker"] = by_worker[index]
             if scheduled is not None:
                 step["lost"] = max(0, scheduled[index] - dispatched[index] - dropped[index])
             if plan.mode == "closed":
