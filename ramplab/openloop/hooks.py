@@ -86,6 +86,10 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     summary = user_hooks.last_summary.get(id(environment))
     if summary is None:
         return
+    if master.outage_error is not None:
+        sys.stderr.write(f"ramplab: {master.outage_error}\n")
+        environment.process_exit_code = int(ExitCode.RUN_FAILED)
+        return
     if not summary.get("requests"):
         sys.stderr.write("ramplab: the run produced no request records\n")
         environment.process_exit_code = int(ExitCode.RUN_FAILED)

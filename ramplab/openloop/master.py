@@ -16,15 +16,21 @@ import time
 from typing import Any
 
 import gevent
+import httpx
 from locust.runners import STATE_MISSING, MasterRunner
 
 from ramplab.arrivals.schedule import build_schedule, make_process
 from ramplab.openloop.options import RunOptions
+from ramplab.openloop.outage import (
+    RECOVERY_THRESHOLD,
+    RECOVERY_WINDOW_S,
+    schedule_outage,
+)
 from ramplab.openloop.plan import PLAN_MESSAGE, Plan
 from ramplab.results import load_records
 from ramplab.shapes import Shape
 from ramplab.sizing import DEFAULT_MAX_LOSS, UserSizer
-from ramplab.steps import count_measured, summarize
+from ramplab.steps import count_measured, recovery_time_s, summarize
 
 LEAD_S = 2.0
 EPOCH_GRACE_S = 0.5
@@ -48,6 +54,8 @@ class MasterEngine:
             max_loss=DEFAULT_MAX_LOSS,
         )
         self.users = 0
+        self.outage_end_epoch: float | None = None
+        self.outage_error: str | None = None
         self._watcher: gevent.Greenlet | None = None
 
     # -- membership -----------------------------------------------------------------------
@@ -74,8 +82,22 @@ class MasterEngine:
                 "plan: %s, start in %.1f s, workers %s", opts.shape_text, LEAD_S, self.plan.epochs
             )
             self.broadcast()
+            self._schedule_outage(self.plan.start_epoch)
             self._watcher = gevent.spawn(self._watch)
         return self.plan
+
+    def _schedule_outage(self, run_start: float) -> None:
+        outage = self.options.outage
+        if outage is None:
+            return
+        host = str(self.runner.environment.host or "")
+        try:
+            self.outage_end_epoch = schedule_outage(
+                host, self.options.admin_token, outage, run_start
+            )
+        except (RuntimeError, httpx.HTTPError) as exc:
+            self.outage_error = f"scheduling the outage on {host} failed: {exc}"
+            log.error("%s", self.outage_error)
 
     def broadcast(self) -> None:
         assert self.plan is not None
@@ -162,6 +184,21 @@ class MasterEngine:
             if plan.mode == "closed":
                 step["target_users"] = step["target_qps"]
                 step["target_qps"] = None
+        if self.options.outage is not None and self.outage_end_epoch is not None:
+            outage = self.options.outage
+            result["outage"] = {
+                "start_s": outage.start_s,
+                "end_s": outage.end_s,
+                "recovery_window_s": RECOVERY_WINDOW_S,
+                "recovery_threshold": RECOVERY_THRESHOLD,
+                "recovery_s": recovery_time_s(
+                    records,
+                    self.outage_end_epoch,
+                    window_s=RECOVERY_WINDOW_S,
+                    threshold=RECOVERY_THRESHOLD,
+                    use_goodput=not self.options.slo.empty,
+                ),
+            }
         result.update(
             {
                 "mode": plan.mode,

@@ -12,6 +12,7 @@ from typing import Any
 
 from ramplab.arrivals.schedule import make_process
 from ramplab.errors import UsageError
+from ramplab.openloop.outage import Outage, parse_outage
 from ramplab.openloop.plan import Mode
 from ramplab.retry.config import RetryConfig, parse_retry
 from ramplab.shapes import Shape, parse_shape
@@ -36,6 +37,14 @@ OPTIONS: tuple[tuple[str, str, Any, Any, str], ...] = (
     ("--ramplab-retry", "ramplab_retry", str, "", "retry policy: name or JSON mapping"),
     ("--ramplab-slo", "ramplab_slo", str, "", "per-request SLOs, e.g. 'ttft_ms<=800'"),
     ("--ramplab-gate", "ramplab_gate", str, "", "';'-separated gates: 'ttft_ms.p99 < 800'"),
+    (
+        "--ramplab-outage",
+        "ramplab_outage",
+        str,
+        "",
+        "START+DURATION: outage on the reference target at run time (needs the admin token)",
+    ),
+    ("--ramplab-admin-token", "ramplab_admin_token", str, "", "the reference target's admin token"),
     ("--ramplab-drain", "ramplab_drain", float, 30.0, "max seconds to wait for in-flight"),
 )
 
@@ -56,6 +65,8 @@ class RunOptions:
     slo: RequestSlo
     gates: list[Gate]
     drain_s: float
+    outage: Outage | None = None
+    admin_token: str = ""
 
 
 def register(parser: Any) -> None:
@@ -122,6 +133,11 @@ def from_options(parsed: Any) -> RunOptions:
         [g.strip() for g in gate_text.split(";") if g.strip()], field="--ramplab-gate"
     )
     drain = float(get("ramplab_drain") or 30.0)
+    outage_text = str(get("ramplab_outage") or "").strip()
+    outage = parse_outage(outage_text) if outage_text else None
+    admin_token = str(get("ramplab_admin_token") or "")
+    if outage is not None and not admin_token:
+        raise UsageError("--ramplab-admin-token", "--ramplab-outage needs the target's admin token")
     return RunOptions(
         shape_text=shape_text,
         shape=shape,
@@ -137,4 +153,6 @@ def from_options(parsed: Any) -> RunOptions:
         slo=slo,
         gates=gates,
         drain_s=drain,
+        outage=outage,
+        admin_token=admin_token,
     )
