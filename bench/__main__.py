@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-BENCHMARKS = ["target_stream"]
+BENCHMARKS = ["target_stream", "rate_precision"]
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADER = """# Benchmarks
 

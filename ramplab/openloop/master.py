@@ -29,7 +29,7 @@ from ramplab.openloop.outage import (
 from ramplab.openloop.plan import PLAN_MESSAGE, Plan
 from ramplab.results import load_records
 from ramplab.shapes import Shape
-from ramplab.sizing import DEFAULT_MAX_LOSS, UserSizer
+from ramplab.sizing import DEFAULT_MAX_LOSS, STALL_S, UserSizer
 from ramplab.steps import count_measured, recovery_time_s, summarize
 
 LEAD_S = 2.0
@@ -52,6 +52,7 @@ class MasterEngine:
             headroom=options.headroom,
             default_duration_s=options.duration_prior_s,
             max_loss=DEFAULT_MAX_LOSS,
+            stall_s=STALL_S,
         )
         self.users = 0
         self.outage_end_epoch: float | None = None

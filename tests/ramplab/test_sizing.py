@@ -76,3 +76,10 @@ def test_prior_before_any_observation() -> None:
     sizer.observe_many([0.3, 0.4])
     assert sizer.observed == 2
     assert sizer.duration_s() == pytest.approx(0.35)
+
+
+def test_stall_reserve_floor() -> None:
+    # 300 QPS of 5 ms streams: Little's law asks for 2 users, a 0.25 s stall needs 75.
+    assert size_users(300, 0.005, max_users=1000, max_loss=1e-3) < 10
+    assert size_users(300, 0.005, max_users=1000, max_loss=1e-3, stall_s=0.25) == 75
+    assert size_users(300, 0.005, max_users=1000, workers=2, stall_s=0.25) == 76  # 2 × 38
