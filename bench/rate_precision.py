@@ -102,6 +102,7 @@ class RunResult:
     cpu: CpuSampler
     target_cpu: CpuSampler
     returncode: int
+    load: tuple[float, float] = (0.0, 0.0)  # 1-minute load average at the start and the end
     steps: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -163,6 +164,7 @@ def _run(name: str, workers: int, host: str, tmp: Path, target_pid: int) -> RunR
         )
         for i in range(workers)
     ]
+    load_before = os.getloadavg()[0]
     sampler = CpuSampler([master.pid, *(p.pid for p in procs)])
     target_sampler = CpuSampler([target_pid])
     sampler.start()
@@ -184,7 +186,10 @@ def _run(name: str, workers: int, host: str, tmp: Path, target_pid: int) -> RunR
         run_start = float(json.loads((out / "summary.json").read_text())["run_start"])
     else:
         run_start = float(env["BENCH_START"])
-    return RunResult(name, workers, run_start, records, sampler, target_sampler, master.returncode)
+    load = (load_before, os.getloadavg()[0])
+    return RunResult(
+        name, workers, run_start, records, sampler, target_sampler, master.returncode, load
+    )
 
 
 def _percentiles(values: Sequence[float]) -> tuple[float | None, float | None]:
@@ -228,9 +233,18 @@ def analyse(run: RunResult, shape: Shape) -> None:
                 "err_p50": p50,
                 "err_p99": p99,
                 "cpu": run.cpu.cores(start, end),
+                "sent": len(sent),
+                "window": stage.measured_s,
                 "target_cpu": run.target_cpu.cores(start, end),
             }
         )
+
+
+def _per_request(cell: dict[str, Any]) -> str:
+    """Generator CPU milliseconds per request sent in the window."""
+    if cell["cpu"] is None or not cell["sent"]:
+        return "—"
+    return f"{cell['cpu'] * cell['window'] * 1000.0 / cell['sent']:.1f} ms/req"
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -253,10 +267,17 @@ def report(runs: list[RunResult]) -> str:
         )
         cpu_rows.append(
             f"| {rate} | "
-            + " | ".join(f"{_fmt(c['cpu'], '.2f')} / {_fmt(c['target_cpu'], '.2f')}" for c in cells)
+            + " | ".join(
+                f"{_fmt(c['cpu'], '.2f')} / {_fmt(c['target_cpu'], '.2f')} ({_per_request(c)})"
+                for c in cells
+            )
             + " |"
         )
-    failed = sum(c["failed"] for r in runs for c in r.steps)
+    loads = ", ".join(f"{r.name} × {r.workers}: {r.load[0]:.1f} → {r.load[1]:.1f}" for r in runs)
+    failed = ", ".join(
+        f"{r.name} × {r.workers}: {sum(c['failed'] for c in r.steps)} (exit {r.returncode})"
+        for r in runs
+    )
     top = {r.name + str(r.workers): r.steps[-1]["ratio"] for r in runs}
     engine2, base2 = top.get("engine2"), top.get("baseline2")
     versus = (
@@ -272,7 +293,8 @@ one event against one target process with prefill, ITL and signing off; the engi
 `--ramplab-arrivals constant`, the baseline with {PER_USER_QPS:g} request/s per user and users =
 rate ÷ {PER_USER_QPS:g}. Every run is a Locust master with one or two worker processes, all on
 this 2-core machine, shared with other engineers' test runs: read ratios and medians, not
-absolute times. Failed requests in all runs: {failed}.
+absolute times. Failed requests in the measured windows (and the master's exit code; Locust
+exits 1 when any request failed): {failed}.
 
 ### Achieved ÷ target rate (requests sent in the measured window)
 
@@ -287,10 +309,12 @@ period, so its error is the drift that relative pacing accumulates.
 
 {head}{chr(10).join(error_rows)}
 
-### CPU, generator / target (cores over each measured window)
+### CPU, generator / target (cores over each measured window; generator ms per request)
 
-Generator: all locust processes of the run; target: its one process. A process near 1.0 is
-saturated; on this machine the two together cannot exceed 2.0, less what others run meanwhile.
+Generator: all locust processes of the run; target: its one process. On 2 cores with a load
+average of L, a busy process gets about 2 / L of a core, so one worker process cannot carry more
+than 2 / L ÷ (ms per request) requests per second; the load average (1 min) at the start → end of
+each run was: {loads}.
 
 {head}{chr(10).join(cpu_rows)}
 """
@@ -305,8 +329,8 @@ def run() -> str:
         for name, workers in (("engine", 1), ("baseline", 1), ("engine", 2), ("baseline", 2)):
             print(f"bench: rate_precision {name} × {workers} worker(s)", flush=True)
             result = _run_named(name, workers, host, Path(tmp), target_pid)
-            if result.returncode != 0:
-                raise RuntimeError(f"{name} with {workers} worker(s) exited {result.returncode}")
+            if not result.records:
+                raise RuntimeError(f"{name} with {workers} worker(s) recorded no request")
             analyse(result, shape)
             results.append(result)
     return report(results)
