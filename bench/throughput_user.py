@@ -18,6 +18,7 @@ import time
 from locust import LoadTestShape, constant_throughput
 
 from ramplab import users
+from ramplab.openloop.default_args import cache_default_args
 from ramplab.record import RequestRecord
 from ramplab.shapes import parse_shape
 
@@ -25,6 +26,8 @@ SHAPE = parse_shape(os.environ.get("BENCH_SHAPE", "1@1s"))
 START = float(os.environ.get("BENCH_START", "0"))
 PER_USER_QPS = float(os.environ.get("BENCH_USER_QPS", "1"))
 _users = itertools.count()
+# The same fix of a Locust worker stall as the engine gets, so both sides pace on equal terms.
+cache_default_args()
 
 
 # ``users.LLMStreamUser``, not the bare name: Locust runs every concrete User class it finds in a

@@ -7,14 +7,12 @@ this engine's per-step figures when the gates read it.
 
 from __future__ import annotations
 
-import functools
 import logging
 import random
 import sys
 import time
 from typing import Any
 
-from locust import argument_parser as locust_arguments
 from locust import events
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
@@ -22,6 +20,7 @@ from ramplab import hooks as user_hooks
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.openloop import options as run_options
+from ramplab.openloop.default_args import cache_default_args
 from ramplab.openloop.master import MasterEngine
 from ramplab.openloop.plan import PLAN_MESSAGE, PROGRESS_MESSAGE, Plan
 from ramplab.openloop.worker import WorkerEngine
@@ -108,28 +107,7 @@ def _on_quitting(environment: Any, **_: Any) -> None:
         environment.process_exit_code = int(ExitCode.OK)
 
 
-def _cache_locust_default_args() -> None:
-    """Compute Locust's default option values once per process instead of once per option.
-
-    Locust 2.x rebuilds its whole argument parser for *every* option key on every spawn message a
-    worker receives (``runners.py``: ``k not in argument_parser.default_args_dict()`` inside a
-    comprehension). That stalls the worker's event loop for 100–200 ms each time the shape
-    changes the user count — measured as every arrival due meanwhile being sent that late. The
-    defaults cannot change within a process, so a copy of the first result is as good.
-    """
-    original = locust_arguments.default_args_dict
-    if getattr(original, "_ramplab_cached", False):
-        return
-    cached = functools.cache(original)
-
-    def default_args_dict() -> dict[str, Any]:
-        return dict(cached())
-
-    default_args_dict._ramplab_cached = True  # type: ignore[attr-defined]
-    locust_arguments.default_args_dict = default_args_dict
-
-
-_cache_locust_default_args()
+cache_default_args()
 _events: Any = events
 _events.init_command_line_parser.add_listener(_on_parser)
 _events.init.add_listener(_on_init)

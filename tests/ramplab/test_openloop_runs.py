@@ -235,7 +235,7 @@ def test_spawn_message_stall_locust_default_args_built_once() -> None:
     because Locust rebuilt its argument parser per option per spawn message."""
     code = """
 import locust.argument_parser as ap
-import ramplab.openloop.hooks
+import locustfiles.llm_ramp  # what a ramp run loads
 first = ap.default_args_dict()
 built = []
 original = ap.get_empty_argument_parser
