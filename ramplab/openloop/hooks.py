@@ -88,12 +88,12 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     master = master_for(environment)
     if master is None:
         return
-    summary = user_hooks.last_summary.get(id(environment))
-    if summary is None:
-        return
     if master.outage_error is not None:
         sys.stderr.write(f"ramplab: {master.outage_error}\n")
-        environment.process_exit_code = int(ExitCode.RUN_FAILED)
+        environment.process_exit_code = int(master.outage_exit)
+        return
+    summary = user_hooks.last_summary.get(id(environment))
+    if summary is None:
         return
     if not summary.get("requests"):
         sys.stderr.write("ramplab: the run produced no request records\n")

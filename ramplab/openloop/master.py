@@ -20,6 +20,8 @@ import httpx
 from locust.runners import STATE_MISSING, MasterRunner
 
 from ramplab.arrivals.schedule import build_schedule, make_process
+from ramplab.errors import UsageError
+from ramplab.exitcodes import ExitCode
 from ramplab.openloop.options import RunOptions
 from ramplab.openloop.outage import (
     RECOVERY_THRESHOLD,
@@ -56,7 +58,8 @@ class MasterEngine:
         )
         self.users = 0
         self.outage_end_epoch: float | None = None
-        self.outage_error: str | None = None
+        self.outage_error: str | None = None  # the run stops at once when set
+        self.outage_exit = ExitCode.OK
         self._watcher: gevent.Greenlet | None = None
 
     # -- membership -----------------------------------------------------------------------
@@ -96,8 +99,12 @@ class MasterEngine:
             self.outage_end_epoch = schedule_outage(
                 host, self.options.admin_token, outage, run_start
             )
+        except UsageError as exc:
+            self.outage_error, self.outage_exit = str(exc), ExitCode.USAGE
+            log.error("%s", self.outage_error)
         except (RuntimeError, httpx.HTTPError) as exc:
             self.outage_error = f"scheduling the outage on {host} failed: {exc}"
+            self.outage_exit = ExitCode.RUN_FAILED
             log.error("%s", self.outage_error)
 
     def broadcast(self) -> None:
@@ -143,6 +150,8 @@ class MasterEngine:
         return self.users
 
     def finished(self, elapsed: float) -> bool:
+        if self.outage_error is not None:
+            return True
         if elapsed < self.shape.duration_s:
             return False
         live = set(self.live_workers())

@@ -64,8 +64,8 @@ def schedule_outage(
 ) -> float:
     """Ask the target to fail from ``outage.start_s`` to ``outage.end_s`` of the run.
 
-    Returns the epoch time the window ends (on our clock). Raises ``RuntimeError`` naming the
-    status and the target's message when the target refuses.
+    Returns the epoch time the window ends (on our clock). Raises ``UsageError`` for a refused
+    token or a server without the admin API, ``RuntimeError`` for any other refusal.
     """
     sent = wall()
     body = {
@@ -84,6 +84,13 @@ def schedule_outage(
         headers={"authorization": f"Bearer {token}"},
         timeout=timeout_s,
     )
+    if response.status_code in (401, 403):
+        raise UsageError("--ramplab-admin-token", f"the target refused it ({response.status_code})")
+    if response.status_code == 404:
+        raise UsageError(
+            "--ramplab-outage",
+            f"{host} has no {ADMIN_PATH} (not the reference target, or APP_ADMIN_TOKEN unset)",
+        )
     if response.status_code != 200:
         raise RuntimeError(
             f"PUT {ADMIN_PATH} answered {response.status_code}: {response.text[:300]}"

@@ -254,3 +254,15 @@ def test_outage_goodput_and_recovery(target: TargetProcess, tmp_path: Path) -> N
     assert summary["goodput_qps"] == pytest.approx(ok / summary["measured_s"])
     assert summary["goodput_ratio"] == pytest.approx(ok / len(records))
     assert summary["goodput_ratio"] < 1.0
+
+
+def test_outage_with_a_wrong_admin_token_exits_2(target: TargetProcess, tmp_path: Path) -> None:
+    set_faults(target)
+    run = run_ramp(
+        tmp_path,
+        target.url,
+        ["--ramplab-shape", "5@30s", "--ramplab-outage", "1s+1s", "--ramplab-admin-token", "nope"],
+    )
+    assert run.returncode == 2, run.tail()
+    assert "--ramplab-admin-token" in run.logs["master"]
+    assert "Traceback" not in run.logs["master"]
