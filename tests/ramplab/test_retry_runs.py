@@ -266,3 +266,35 @@ def test_outage_with_a_wrong_admin_token_exits_2(target: TargetProcess, tmp_path
     assert run.returncode == 2, run.tail()
     assert "--ramplab-admin-token" in run.logs["master"]
     assert "Traceback" not in run.logs["master"]
+
+
+def test_retry_after_rides_out_the_outage(target: TargetProcess, tmp_path: Path) -> None:
+    # Inside an outage the target's Retry-After is the time left in the window, so a
+    # Retry-After-aware client's single retry lands just after the window ends and succeeds.
+    set_faults(target)
+    spec = {"policy": "retry_after", "max_attempts": 3, "retry_after_cap_s": 5}
+    run = run_ramp(
+        tmp_path,
+        target.url,
+        ["--ramplab-shape", "10@6s", "--ramplab-retry", json.dumps(spec),
+         "--ramplab-outage", "2s+1.5s", "--ramplab-admin-token", TOKEN],
+    )  # fmt: skip
+    assert run.returncode == 0, run.tail()
+    summary, records = run.summary, run.records
+    outage_end = summary["run_start"] + 3.5
+    assert all(r["ok"] for r in records)
+    retried = [r for r in records if r["attempts"] > 1]
+    assert retried
+    for r in retried:
+        first, second = r["attempt_log"][0], r["attempt_log"][1]
+        assert first["status"] == 503
+        assert second["wait_before_ms"] == pytest.approx(first["retry_after_s"] * 1000.0)
+        # The server said "this long until the window ends": the retry is sent after it (give or
+        # take the PUT's round trip that placed the window on the target's clock).
+        assert second["start"] >= outage_end - 0.05
+        assert r["attempts"] == 2
+    assert summary["goodput_ratio"] == 1.0
+    assert summary["retry_amplification"] == pytest.approx(
+        (len(records) + len(retried)) / len(records)
+    )
+    assert summary["outage"]["recovery_s"] is not None
