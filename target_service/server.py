@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from typing import Annotated, Any
@@ -25,9 +26,17 @@ from target_service.tracing import TracingUnavailable, require_sdk
 cli = typer.Typer(add_completion=False, help="The ramplab reference target: a simulated LLM API.")
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def serve(settings: Settings) -> None:
     embedded: EmbeddedRedis | None = None
     multiproc_dir: str | None = None
+    # uvicorn shuts down gracefully on SIGTERM, restores the handler it found and raises the signal
+    # again; with the default handler that kills us before the ``finally`` below stops the
+    # embedded Redis. A handler that raises SystemExit lets the clean-up run.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         if settings.redis_url is None:
             embedded = EmbeddedRedis().start()
