@@ -277,6 +277,8 @@ def load_campaign(path: Path) -> Campaign:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise CampaignError("", f"cannot read campaign {str(path)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise CampaignError("", f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
