@@ -195,7 +195,10 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
     }
     if monitoring is not None:
         target = request.target_url or f"http://127.0.0.1:{config.target_port}"
-        meta["monitoring"] = monitoring.meta(run_dir, target)
+        if loopback_address(target) is None:
+            console.print(f"[yellow]note:[/] {target} is not plain HTTP on loopback: "
+                          "its /metrics is not scraped")  # fmt: skip
+        meta["monitoring"] = monitoring.meta(run_dir, target if loopback_address(target) else None)
     _write_meta(run_dir, meta)
     console.print(f"[bold]ramplab[/] run [cyan]{run_dir}[/] ({campaign.name}, {config.workers} "
                   f"workers, {campaign.load_shape.duration_s:g} s)")  # fmt: skip

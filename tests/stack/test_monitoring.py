@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ramplab.stack.monitoring import loopback_address
 from tests.stack.support import RAMPLAB, TINY, ramplab, records, run_meta, wait_gone
 from tests.support.processes import REPO
 
@@ -123,3 +124,19 @@ def test_linger_needs_something_to_keep_up(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--linger" in done.stderr
     assert list(tmp_path.iterdir()) == [campaign]
+
+
+@pytest.mark.parametrize(
+    ("url", "address"),
+    [
+        ("http://127.0.0.1:8000", "127.0.0.1:8000"),
+        ("http://localhost:8000/v1", "localhost:8000"),
+        ("http://[::1]:9000", "[::1]:9000"),
+        ("http://127.0.0.1", "127.0.0.1:80"),
+        ("http://10.0.0.5:8000", None),  # not loopback: the local Prometheus leaves it alone
+        ("https://127.0.0.1:8443", None),  # the generated config scrapes plain HTTP only
+        ("http://api.example.com", None),
+    ],
+)
+def test_which_given_targets_the_local_prometheus_scrapes(url: str, address: str | None) -> None:
+    assert loopback_address(url) == address
