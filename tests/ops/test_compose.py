@@ -16,12 +16,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import configargparse
 import jsonschema
 import pytest
 import yaml
 
 from ramplab import settings
+from ramplab.campaign import load_campaign
 from ramplab.openloop import options as run_options
+from ramplab.shapes import parse_shape
 from tests.support.processes import REPO
 
 COMPOSE = REPO / "docker-compose.yml"
@@ -135,6 +138,65 @@ def test_campaign_variables_are_real_locust_options() -> None:
     }
     for name in ("master", "worker"):
         assert set(services()[name]["environment"]) <= known
+
+
+DEMO = REPO / "campaigns" / "demo.yaml"
+DEFAULTED = re.compile(r"^\$\{\w+:-(.*)\}$")
+# Labels and the exporter's bind address: compose's own business, not the campaign's.
+COMPOSE_ONLY = {dest for _, dest, *_ in settings.METRICS_OPTIONS}
+
+
+def resolved(environment: dict[str, Any]) -> dict[str, str]:
+    """Compose's ``${VAR:-default}`` values as compose resolves them with ``VAR`` unset."""
+    return {k: DEFAULTED.sub(r"\1", str(v)) for k, v in environment.items()}
+
+
+def campaign_mismatches(environment: dict[str, str]) -> set[str]:
+    """Options on which Locust, reading ``environment``, differs from ``campaigns/demo.yaml``."""
+    parser = configargparse.ArgumentParser()
+    settings.register(parser)
+    run_options.register(parser)
+    campaign = load_campaign(DEMO)
+    local = parser.parse_args(campaign.locust_args(), env_vars={})
+    composed = parser.parse_args([], env_vars=environment)
+    stages = [(s.rate, s.duration_s, s.warmup_s) for s in campaign.load_shape.stages]
+    differ = {
+        dest for dest, value in vars(local).items()
+        if dest not in COMPOSE_ONLY | {"ramplab_shape"} and getattr(composed, dest) != value
+    }  # fmt: skip
+    shape = parse_shape(composed.ramplab_shape)
+    if [(s.rate, s.duration_s, s.warmup_s) for s in shape.stages] != stages:
+        differ.add("ramplab_shape")
+    return differ
+
+
+def test_compose_runs_the_demo_campaign() -> None:
+    """``docker compose up`` and ``make demo`` run the same ramp with the same requests against
+    a target with the same latency model (only the CPUs and the number of workers differ)."""
+    master = resolved(services()["master"]["environment"])
+    assert master == resolved(services()["worker"]["environment"])
+    assert campaign_mismatches(master) == set()
+    target = resolved(services()["target"]["environment"])
+    demo = load_campaign(DEMO)
+    expected = demo.target.environment()
+    assert {k: target.get(k) for k in expected} == expected
+    command = services()["master"]["command"]
+    expect = DEFAULTED.sub(r"\1", command[command.index("--expect-workers") + 1])
+    assert int(expect) == services()["worker"]["deploy"]["replicas"] == demo.stack.workers
+
+
+def test_a_campaign_mismatch_would_be_caught() -> None:
+    master = resolved(services()["master"]["environment"])
+    assert campaign_mismatches({**master, "RAMPLAB_MAX_TOKENS": "64"}) == {"max_tokens"}
+    assert campaign_mismatches({**master, "RAMPLAB_SHAPE": "1,2,5@20s/5s"}) == {"ramplab_shape"}
+    assert "ignore_eos" in campaign_mismatches(
+        {k: v for k, v in master.items() if k != "RAMPLAB_IGNORE_EOS"}
+    )
+
+
+def test_the_image_holds_the_campaigns() -> None:
+    copied = [args.split()[0] for op, args in dockerfile() if op == "COPY"]
+    assert "campaigns" in copied
 
 
 def test_grafana_is_provisioned_read_only_for_visitors() -> None:
