@@ -18,6 +18,7 @@ BENCHMARKS = [
     "target_stream",
     "target_signing",
     "stream_accuracy",
+    "rate_precision",
     "exporter_overhead",
     "progress_poll",
 ]

@@ -38,6 +38,7 @@ class RequestRecord:
     error_kind: str | None  # final attempt's error kind; None when ok
     step: int | None = None  # load step index, set by the arrival engine
     target_qps: float | None = None
+    arrival: int | None = None  # index in the run's global arrival schedule (open-loop engine)
     attempts: int = 1
     attempt_log: list[AttemptRecord] = field(default_factory=list)
     total_ms: float | None = None  # intended start → final outcome, waits included

@@ -12,4 +12,6 @@ share against absolute due times, handing each arrival to a free user or countin
     master.py    plan, re-split on membership changes, user sizing, summary, SLO gates
     shape.py     the ``LoadTestShape`` the locustfile exposes
     user.py      ``RampUser``: an ``LLMStreamUser`` that takes its requests from the pacer
+    outage.py    an outage window set on the reference target at run offsets; recovery time
+    default_args.py  a fix of a Locust worker stall at every user-count change
 """

@@ -7,6 +7,7 @@ this engine's per-step figures when the gates read it.
 
 from __future__ import annotations
 
+import logging
 import random
 import sys
 import time
@@ -19,6 +20,7 @@ from ramplab import hooks as user_hooks
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.openloop import options as run_options
+from ramplab.openloop.default_args import cache_default_args
 from ramplab.openloop.master import MasterEngine
 from ramplab.openloop.plan import PLAN_MESSAGE, PROGRESS_MESSAGE, Plan
 from ramplab.openloop.worker import WorkerEngine
@@ -42,6 +44,9 @@ def _on_parser(parser: Any, **_: Any) -> None:
 
 
 def _on_init(environment: Any, **_: Any) -> None:
+    # httpx logs every request at INFO, which Locust's root logger shows and a worker forwards to
+    # its master: at 300 QPS that is a large share of the generator's CPU, for nothing.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     parsed = environment.parsed_options
     if parsed is None:
         return
@@ -83,6 +88,10 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     master = master_for(environment)
     if master is None:
         return
+    if master.outage_error is not None:
+        sys.stderr.write(f"ramplab: {master.outage_error}\n")
+        environment.process_exit_code = int(master.outage_exit)
+        return
     summary = user_hooks.last_summary.get(id(environment))
     if summary is None:
         return
@@ -98,6 +107,7 @@ def _on_quitting(environment: Any, **_: Any) -> None:
         environment.process_exit_code = int(ExitCode.OK)
 
 
+cache_default_args()
 _events: Any = events
 _events.init_command_line_parser.add_listener(_on_parser)
 _events.init.add_listener(_on_init)

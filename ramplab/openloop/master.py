@@ -16,15 +16,23 @@ import time
 from typing import Any
 
 import gevent
+import httpx
 from locust.runners import STATE_MISSING, MasterRunner
 
 from ramplab.arrivals.schedule import build_schedule, make_process
+from ramplab.errors import UsageError
+from ramplab.exitcodes import ExitCode
 from ramplab.openloop.options import RunOptions
+from ramplab.openloop.outage import (
+    RECOVERY_THRESHOLD,
+    RECOVERY_WINDOW_S,
+    schedule_outage,
+)
 from ramplab.openloop.plan import PLAN_MESSAGE, Plan
 from ramplab.results import load_records
 from ramplab.shapes import Shape
-from ramplab.sizing import UserSizer
-from ramplab.steps import count_measured, summarize
+from ramplab.sizing import DEFAULT_MAX_LOSS, STALL_S, UserSizer
+from ramplab.steps import count_measured, recovery_time_s, summarize
 
 LEAD_S = 2.0
 EPOCH_GRACE_S = 0.5
@@ -41,8 +49,17 @@ class MasterEngine:
         self.local_worker = local_worker  # set when master and worker share one process
         self.plan: Plan | None = None
         self.progress: dict[str, dict[str, Any]] = {}
-        self.sizer = UserSizer(max_users=options.max_users, headroom=options.headroom)
+        self.sizer = UserSizer(
+            max_users=options.max_users,
+            headroom=options.headroom,
+            default_duration_s=options.duration_prior_s,
+            max_loss=DEFAULT_MAX_LOSS,
+            stall_s=STALL_S,
+        )
         self.users = 0
+        self.outage_end_epoch: float | None = None
+        self.outage_error: str | None = None  # the run stops at once when set
+        self.outage_exit = ExitCode.OK
         self._watcher: gevent.Greenlet | None = None
 
     # -- membership -----------------------------------------------------------------------
@@ -69,8 +86,26 @@ class MasterEngine:
                 "plan: %s, start in %.1f s, workers %s", opts.shape_text, LEAD_S, self.plan.epochs
             )
             self.broadcast()
+            self._schedule_outage(self.plan.start_epoch)
             self._watcher = gevent.spawn(self._watch)
         return self.plan
+
+    def _schedule_outage(self, run_start: float) -> None:
+        outage = self.options.outage
+        if outage is None:
+            return
+        host = str(self.runner.environment.host or "")
+        try:
+            self.outage_end_epoch = schedule_outage(
+                host, self.options.admin_token, outage, run_start
+            )
+        except UsageError as exc:
+            self.outage_error, self.outage_exit = str(exc), ExitCode.USAGE
+            log.error("%s", self.outage_error)
+        except (RuntimeError, httpx.HTTPError) as exc:
+            self.outage_error = f"scheduling the outage on {host} failed: {exc}"
+            self.outage_exit = ExitCode.RUN_FAILED
+            log.error("%s", self.outage_error)
 
     def broadcast(self) -> None:
         assert self.plan is not None
@@ -91,9 +126,7 @@ class MasterEngine:
 
     def on_progress(self, data: dict[str, Any]) -> None:
         self.progress[str(data["worker"])] = data
-        duration = data.get("mean_duration_s")
-        if duration:
-            self.sizer.observe(float(duration))
+        self.sizer.observe_many(float(d) for d in data.get("durations_s") or ())
 
     # -- the shape's questions --------------------------------------------------------------
     def elapsed(self) -> float:
@@ -103,19 +136,22 @@ class MasterEngine:
         """Users for the current (and next) stage; never fewer than before, so none is killed
         in the middle of a request when the rate steps down."""
         stage = self.shape.stage_at(max(0.0, elapsed))
+        if self.options.mode == "closed":
+            # Closed loop: the stage's rate *is* the concurrency, down steps included; no look
+            # ahead, or the last second of a stage would run at the next one's concurrency.
+            self.users = min(self.options.max_users, math.ceil(stage.rate if stage else 0.0))
+            return self.users
         upcoming = self.shape.stage_at(max(0.0, elapsed) + 1.0)
         rates = [s.rate for s in (stage, upcoming) if s is not None]
         rate = max(rates) if rates else 0.0
         workers = max(1, len(self.live_workers()))
-        if self.options.mode == "closed":
-            # Closed loop: the stage's rate *is* the concurrency, down steps included.
-            self.users = min(self.options.max_users, math.ceil(rate))
-            return self.users
-        wanted = max(workers, self.sizer.users(rate))
+        wanted = max(workers, self.sizer.users(rate, workers))
         self.users = min(self.options.max_users, max(self.users, wanted))
         return self.users
 
     def finished(self, elapsed: float) -> bool:
+        if self.outage_error is not None:
+            return True
         if elapsed < self.shape.duration_s:
             return False
         live = set(self.live_workers())
@@ -135,12 +171,14 @@ class MasterEngine:
         stages = len(self.shape.stages)
         dispatched = [0] * stages
         dropped = [0] * stages
-        for report in self.progress.values():
+        by_worker: list[dict[str, dict[str, int]]] = [{} for _ in range(stages)]
+        for worker, report in sorted(self.progress.items()):
             for index, (sent, lost) in enumerate(
                 zip(report["dispatched"], report["dropped"], strict=True)
             ):
                 dispatched[index] += sent
                 dropped[index] += lost
+                by_worker[index][worker] = {"dispatched": sent, "dropped": lost}
         scheduled: list[int] | None = None
         if plan.mode == "open":
             schedule = build_schedule(self.shape, make_process(plan.arrivals), plan.seed)
@@ -150,11 +188,27 @@ class MasterEngine:
         )
         for index, step in enumerate(result["steps"]):
             step["dispatched"] = dispatched[index]
+            step["by_worker"] = by_worker[index]
             if scheduled is not None:
                 step["lost"] = max(0, scheduled[index] - dispatched[index] - dropped[index])
             if plan.mode == "closed":
                 step["target_users"] = step["target_qps"]
                 step["target_qps"] = None
+        if self.options.outage is not None and self.outage_end_epoch is not None:
+            outage = self.options.outage
+            result["outage"] = {
+                "start_s": outage.start_s,
+                "end_s": outage.end_s,
+                "recovery_window_s": RECOVERY_WINDOW_S,
+                "recovery_threshold": RECOVERY_THRESHOLD,
+                "recovery_s": recovery_time_s(
+                    records,
+                    self.outage_end_epoch,
+                    window_s=RECOVERY_WINDOW_S,
+                    threshold=RECOVERY_THRESHOLD,
+                    use_goodput=not self.options.slo.empty,
+                ),
+            }
         result.update(
             {
                 "mode": plan.mode,

@@ -12,9 +12,11 @@ from typing import Any
 
 from ramplab.arrivals.schedule import make_process
 from ramplab.errors import UsageError
+from ramplab.openloop.outage import Outage, parse_outage
 from ramplab.openloop.plan import Mode
 from ramplab.retry.config import RetryConfig, parse_retry
 from ramplab.shapes import Shape, parse_shape
+from ramplab.sizing import prior_duration_s
 from ramplab.slo import Gate, RequestSlo, parse_gates, parse_request_slo
 
 OPTIONS: tuple[tuple[str, str, Any, Any, str], ...] = (
@@ -25,9 +27,24 @@ OPTIONS: tuple[tuple[str, str, Any, Any, str], ...] = (
     ("--ramplab-overflow", "ramplab_overflow", str, "drop", "no free user: drop|queue"),
     ("--ramplab-max-users", "ramplab_max_users", int, 1000, "cap on users (all workers)"),
     ("--ramplab-headroom", "ramplab_headroom", float, 1.5, "users = rate x duration x this"),
+    (
+        "--ramplab-duration-prior",
+        "ramplab_duration_prior",
+        float,
+        0.0,
+        "seconds per request assumed before any is measured (0: 1 s + max-tokens x 50 ms)",
+    ),
     ("--ramplab-retry", "ramplab_retry", str, "", "retry policy: name or JSON mapping"),
     ("--ramplab-slo", "ramplab_slo", str, "", "per-request SLOs, e.g. 'ttft_ms<=800'"),
     ("--ramplab-gate", "ramplab_gate", str, "", "';'-separated gates: 'ttft_ms.p99 < 800'"),
+    (
+        "--ramplab-outage",
+        "ramplab_outage",
+        str,
+        "",
+        "START+DURATION: outage on the reference target at run time (needs the admin token)",
+    ),
+    ("--ramplab-admin-token", "ramplab_admin_token", str, "", "the reference target's admin token"),
     ("--ramplab-drain", "ramplab_drain", float, 30.0, "max seconds to wait for in-flight"),
 )
 
@@ -42,11 +59,14 @@ class RunOptions:
     overflow: str
     max_users: int
     headroom: float
+    duration_prior_s: float
     retry: RetryConfig | None
     retry_spec: Any
     slo: RequestSlo
     gates: list[Gate]
     drain_s: float
+    outage: Outage | None = None
+    admin_token: str = ""
 
 
 def register(parser: Any) -> None:
@@ -99,6 +119,11 @@ def from_options(parsed: Any) -> RunOptions:
     headroom = float(get("ramplab_headroom") or 1.5)
     if headroom < 1.0:
         raise UsageError("--ramplab-headroom", f"must be >= 1, got {headroom}")
+    prior = float(get("ramplab_duration_prior") or 0.0)
+    if prior < 0:
+        raise UsageError("--ramplab-duration-prior", f"must be >= 0, got {prior}")
+    if prior == 0:
+        prior = prior_duration_s(int(get("max_tokens") or 128))
     retry_spec = _retry_spec(str(get("ramplab_retry") or ""))
     retry = parse_retry(retry_spec, field="--ramplab-retry") if retry_spec is not None else None
     slo_text = str(get("ramplab_slo") or "").strip()
@@ -108,6 +133,11 @@ def from_options(parsed: Any) -> RunOptions:
         [g.strip() for g in gate_text.split(";") if g.strip()], field="--ramplab-gate"
     )
     drain = float(get("ramplab_drain") or 30.0)
+    outage_text = str(get("ramplab_outage") or "").strip()
+    outage = parse_outage(outage_text) if outage_text else None
+    admin_token = str(get("ramplab_admin_token") or "")
+    if outage is not None and not admin_token:
+        raise UsageError("--ramplab-admin-token", "--ramplab-outage needs the target's admin token")
     return RunOptions(
         shape_text=shape_text,
         shape=shape,
@@ -117,9 +147,12 @@ def from_options(parsed: Any) -> RunOptions:
         overflow=overflow,
         max_users=max_users,
         headroom=headroom,
+        duration_prior_s=prior,
         retry=retry,
         retry_spec=retry_spec,
         slo=slo,
         gates=gates,
         drain_s=drain,
+        outage=outage,
+        admin_token=admin_token,
     )

@@ -10,6 +10,7 @@ from locust import task
 
 from ramplab.openloop.hooks import worker_for
 from ramplab.openloop.worker import WorkerEngine
+from ramplab.pacer import Arrival
 from ramplab.record import RequestRecord
 from ramplab.retry.base import RetryPolicy
 from ramplab.users import LLMStreamUser
@@ -23,6 +24,7 @@ class RampUser(LLMStreamUser):
 
     def __init__(self, environment: Any) -> None:
         self.engine: WorkerEngine | None = worker_for(environment)
+        self._arrival: Arrival | None = None
         super().__init__(environment)
 
     def make_retry_policy(self) -> RetryPolicy:
@@ -30,6 +32,18 @@ class RampUser(LLMStreamUser):
         return setup.policy() if setup is not None else super().make_retry_policy()
 
     def finish_record(self, record: RequestRecord) -> None:
+        arrival, engine = self._arrival, self.engine
+        if arrival is not None and engine is not None and engine.plan is not None:
+            # The schedule's own epoch time, not one converted back from perf_counter(): the
+            # summary places records in steps by it and counts scheduled arrivals by the exact
+            # offset, so both must use the same number or boundary arrivals flip steps.
+            exact = engine.plan.start_epoch + arrival.offset_s
+            shift = exact - record.intended_start
+            record.arrival = arrival.index
+            record.intended_start = exact
+            record.actual_start += shift
+            for attempt in record.attempt_log:
+                attempt.start += shift
         slo = getattr(self.environment, "_ramplab_slo", None)
         if slo is not None and not slo.empty:
             record.slo_ok = slo.meets(record)
@@ -50,11 +64,13 @@ class RampUser(LLMStreamUser):
             gevent.sleep(IDLE_S * 10)  # the run is over; Locust stops us soon
             return
         stage = engine.shape.stages[int(engine.schedule.stages[arrival.index])]
+        self._arrival = arrival
         try:
             self.run_request(
                 intended_start=arrival.intended, step=stage.index, target_qps=stage.rate
             )
         finally:
+            self._arrival = None
             engine.dispatcher.done()
 
     def _closed_loop(self, engine: WorkerEngine) -> None:
@@ -71,3 +87,10 @@ class RampUser(LLMStreamUser):
             self.run_request(step=stage.index)
         finally:
             engine.dispatcher.done()
+
+
+# Locust's metaclass appends every base class's tasks to a subclass's own, so without this the
+# inherited closed-loop ``LLMStreamUser.chat`` would run on every other pick: unpaced requests
+# outside the schedule (step ``None``, zero lateness) that doubled a step's ``achieved_qps`` and
+# kept users busy so the pacer dropped arrivals.
+RampUser.tasks = [RampUser.chat]

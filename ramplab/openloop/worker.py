@@ -5,7 +5,7 @@ other worker), takes the indices ``worker_share`` deals it and paces them agains
 ``time.perf_counter()`` (the clock the streaming user measures on). When the master announces a
 new membership epoch the pacer is re-split from the epoch's start. Every half second it reports
 per-stage counts of dispatched and dropped arrivals (measured windows only), users busy, and the
-mean duration of its recent requests (for the master's user sizing).
+durations of the requests finished since the last report (for the master's user sizing).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class WorkerEngine:
             "pending": (self.pacer.pending + self.pacer.queued) if self.pacer else 0,
             "busy": self.dispatcher.busy,
             "idle": self.dispatcher.idle,
-            "mean_duration_s": float(np.mean(durations)) if durations else None,
+            "durations_s": durations,
         }
 
     def report(self) -> None:
