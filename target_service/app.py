@@ -120,6 +120,7 @@ def create_app(
             if runtime is not None:
                 await runtime.generator.drain()
                 runtime.signer.close()
+                runtime.clock.close()
             await redis.aclose()
             if embedded is not None:
                 embedded.close()

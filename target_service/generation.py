@@ -10,9 +10,10 @@ SSE comment line just before ``data: [DONE]``, which OpenAI clients discard::
 ``ttft_ms`` is this request's TTFT as the target saw it (arrival → first content event handed to
 the transport, stamped just before the write); with the ``timing_detail`` extension the comment
 also lists ``events_ms``, every content event's send time in ms after arrival, for clients that
-measure their own timestamp error against the server's. Both are read from
-``time.perf_counter()``, not ``loop.time()``: uvloop's loop clock is libuv's, in whole
-milliseconds and cached per loop iteration.
+measure their own timestamp error against the server's. Every time here — deadlines, stamps,
+the TTFT/ITL/queue histograms — comes from the ``Clock`` passed in (``clock.py``), which reads
+``perf_counter`` and wakes at a deadline to the microsecond, not from ``loop.time()``: uvloop's
+loop clock and its timers are whole milliseconds.
 
 The response signature (``signing.py``) is computed when the last content event is due and
 before it is sent: the whole text is known by then, and a signature waiting on the lock delays the
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from target_service import tracing
+from target_service.clock import Clock
 from target_service.errors import InvalidRequest, NotFound, Unavailable
 from target_service.faults import FaultInjector, InjectedDisconnect
 from target_service.inference import InferenceModel, OutputPlan
@@ -64,8 +66,7 @@ class Completion:
     prefill_s: float
     first_token_due: float
     pre_timing: str = ""
-    arrived_pc: float = 0.0  # perf_counter at arrival, for the disclosed timings
-    sent_at: list[float] = field(default_factory=list)  # perf_counter of each content event sent
+    sent_at: list[float] = field(default_factory=list)  # clock time of each content event sent
     completion_id: str = field(default_factory=lambda: "chatcmpl-" + uuid.uuid4().hex[:24])
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -98,6 +99,7 @@ class Generator:
         rng: random.Random,
         signer: Signer,
         faults: FaultInjector,
+        clock: Clock,
     ) -> None:
         self.settings = settings
         self.model = model
@@ -108,13 +110,12 @@ class Generator:
         self.rng = rng
         self.signer = signer
         self.faults = faults
+        self.clock = clock
         self._background: set[asyncio.Task[None]] = set()
 
     async def prepare(self, request: ChatCompletionRequest, client: str) -> Completion:
         """Validate against the model, wait for a slot, then run prefill."""
-        loop = asyncio.get_running_loop()
-        arrival = loop.time()
-        arrived_pc = time.perf_counter()
+        arrival = self.clock.now()
         if request.model not in self.settings.models:
             raise NotFound(
                 f"The model '{request.model}' does not exist",
@@ -142,12 +143,12 @@ class Generator:
                 code="overloaded" if exc.reason == "queue_full" else "queue_timeout",
                 retry_after_s=self.settings.scheduler.retry_after_s,
             ) from None
-        admitted = loop.time()
+        admitted = self.clock.now()
         self.metrics.queue_wait.observe(admitted - arrival)
         tracing.event("queue", wait_ms=(admitted - arrival) * 1000)
         prefill_s = self.model.prefill_s(prompt_tokens)
         try:
-            await asyncio.sleep(prefill_s)
+            await self.clock.sleep_until(admitted + prefill_s)
         except BaseException:
             slot.release()
             raise
@@ -163,7 +164,6 @@ class Generator:
             seed=seed,
             chunk_size=request.chunk_size or self.settings.stream.chunk_size,
             arrival=arrival,
-            arrived_pc=arrived_pc,
             queue_s=admitted - arrival,
             prefill_s=prefill_s,
             first_token_due=admitted + prefill_s,
@@ -174,7 +174,7 @@ class Generator:
         encoder = ChunkEncoder(
             done.completion_id, done.created, done.request.model, done.request.include_usage
         )
-        loop = asyncio.get_running_loop()
+        clock = self.clock
         total = done.plan.tokens
         tokens = generate_tokens(done.seed, total)
         pause_s = self.settings.stream.event_sleep_ms / 1000.0
@@ -195,9 +195,7 @@ class Generator:
                         deadline += self.model.token_interval_s(self.scheduler.running)
                 if failure is not None and sent >= fail_at:
                     break
-                delay = deadline + self.model.jitter_s(self.rng) - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                await clock.sleep_until(deadline + self.model.jitter_s(self.rng))
                 if sent + count == total:
                     try:
                         signature = await self.signer.sign(
@@ -210,23 +208,24 @@ class Generator:
                         self.metrics.completions_total.labels("sign_failed").inc()
                         failure = "error_event"
                 event = encoder.content("".join(tokens[sent : sent + count]))
-                if sent == 0 or done.request.timing_detail:
-                    # Read before the write: the write wakes the client, which on a busy machine
-                    # may run first and delay a stamp taken after it by a whole time slice.
-                    done.sent_at.append(time.perf_counter())
-                yield event
-                now = loop.time()
+                # Read before the write: the write wakes the client, which on a busy machine
+                # may run first and delay a stamp taken after it by a whole time slice.
+                now = clock.now()
                 if sent == 0:
+                    done.sent_at.append(now)
                     self.metrics.ttft.observe(now - done.arrival)
                     tracing.event("first_token")
                 else:
+                    if done.request.timing_detail:
+                        done.sent_at.append(now)
                     self.metrics.inter_token.observe((now - last_sent) / count)
                 last_sent = now
+                yield event
                 sent += count
                 if pause_s:
-                    await asyncio.sleep(pause_s)
+                    await clock.sleep_until(clock.now() + pause_s)
                     deadline += pause_s
-            decode_s = loop.time() - done.first_token_due
+            decode_s = clock.now() - done.first_token_due
             done.slot.release()
             finished = True
             tracing.event("decode_end", decode_ms=decode_s * 1000, output_tokens=sent)
@@ -269,17 +268,14 @@ class Generator:
 
     async def complete(self, done: Completion) -> tuple[dict[str, Any], str, dict[str, str]]:
         """A non-streaming completion: decode paced the same way, answered at the end."""
-        loop = asyncio.get_running_loop()
         total = done.plan.tokens
         try:
             deadline = done.first_token_due
             for index in range(1, total):
                 deadline += self.model.token_interval_s(self.scheduler.running)
                 if index % 64 == 0 or index == total - 1:
-                    delay = deadline - loop.time()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-            decode_s = loop.time() - done.first_token_due
+                    await self.clock.sleep_until(deadline)
+            decode_s = self.clock.now() - done.first_token_due
         finally:
             done.slot.release()
         tracing.event("decode_end", decode_ms=decode_s * 1000, output_tokens=total)
@@ -327,9 +323,9 @@ class Generator:
             "seed": done.seed,
         }
         if done.sent_at:
-            timing["ttft_ms"] = round((done.sent_at[0] - done.arrived_pc) * 1000, 3)
+            timing["ttft_ms"] = round((done.sent_at[0] - done.arrival) * 1000, 3)
         if done.request.timing_detail:
-            timing["events_ms"] = [round((t - done.arrived_pc) * 1000, 3) for t in done.sent_at]
+            timing["events_ms"] = [round((t - done.arrival) * 1000, 3) for t in done.sent_at]
         return timing
 
     def _record_usage(self, client: str, prompt_tokens: int, completion_tokens: int) -> None:
