@@ -111,7 +111,6 @@ class Generator:
         self.signer = signer
         self.faults = faults
         self.clock = clock
-        self._background: set[asyncio.Task[None]] = set()
 
     async def prepare(self, request: ChatCompletionRequest, client: str) -> Completion:
         """Validate against the model, wait for a slot, then run prefill."""
@@ -190,9 +189,11 @@ class Generator:
             last_sent = 0.0
             while sent < total:
                 count = min(done.chunk_size, total - sent)
-                for index in range(sent, sent + count):
-                    if index > 0:
-                        deadline += self.model.token_interval_s(self.scheduler.running)
+                # The event's tokens are due one interval apart; nothing can change the running
+                # count between them (no await), so one read of it serves the whole event.
+                steps = count - 1 if sent == 0 else count
+                if steps:
+                    deadline += steps * self.model.token_interval_s(self.scheduler.running)
                 if failure is not None and sent >= fail_at:
                     break
                 await clock.sleep_until(deadline + self.model.jitter_s(self.rng))
@@ -264,7 +265,7 @@ class Generator:
             self.metrics.active_streams.dec()
             self.metrics.output_tokens_total.inc(sent)
             self.metrics.output_tokens.observe(sent)
-            self._record_usage(done.client, done.prompt_tokens, sent)
+            self.usage.add(done.client, done.prompt_tokens, sent)
 
     async def complete(self, done: Completion) -> tuple[dict[str, Any], str, dict[str, str]]:
         """A non-streaming completion: decode paced the same way, answered at the end."""
@@ -285,7 +286,7 @@ class Generator:
         self.metrics.output_tokens_total.inc(total)
         self.metrics.output_tokens.observe(total)
         self.metrics.completions_total.labels("completed").inc()
-        self._record_usage(done.client, done.prompt_tokens, total)
+        self.usage.add(done.client, done.prompt_tokens, total)
         body = completion_body(
             done.completion_id,
             done.created,
@@ -328,13 +329,6 @@ class Generator:
             timing["events_ms"] = [round((t - done.arrival) * 1000, 3) for t in done.sent_at]
         return timing
 
-    def _record_usage(self, client: str, prompt_tokens: int, completion_tokens: int) -> None:
-        task = asyncio.get_running_loop().create_task(
-            self.usage.record(client, prompt_tokens, completion_tokens)
-        )
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     async def drain(self) -> None:
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        """At shutdown: write the usage counted since the last flush."""
+        await self.usage.flush()
