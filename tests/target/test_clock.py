@@ -31,11 +31,12 @@ def test_default_clock_on_linux_is_precise() -> None:
 @pytest.mark.parametrize("make", [PreciseClock, LoopClock])
 def test_sleepers_wake_at_or_after_their_deadline_in_order(make: type[Clock]) -> None:
     clock = make()
-    woke: list[tuple[float, float]] = []  # (deadline, wake time)
+    woke: list[tuple[float, float, bool]] = []  # (deadline, wake time, had to wait)
 
     async def sleeper(deadline: float) -> None:
+        waited = deadline > time.perf_counter()
         await clock.sleep_until(deadline)
-        woke.append((deadline, time.perf_counter()))
+        woke.append((deadline, time.perf_counter(), waited))
 
     async def main() -> None:
         start = clock.now()
@@ -49,10 +50,12 @@ def test_sleepers_wake_at_or_after_their_deadline_in_order(make: type[Clock]) ->
     finally:
         clock.close()
     assert len(woke) == 200
-    assert all(at >= deadline for deadline, at in woke)
+    assert all(at >= deadline for deadline, at, _ in woke)
     if isinstance(clock, PreciseClock):
-        # One timer for all: due sleepers wake in deadline order (ties aside).
-        order = [deadline for deadline, _ in woke]
+        # One timer for all: sleepers wake in deadline order. Those whose deadline had passed
+        # before they slept (a busy machine can start a task late) return at once, out of turn.
+        order = [deadline for deadline, _, waited in woke if waited]
+        assert len(order) > 100
         assert order == sorted(order)
 
 
