@@ -45,7 +45,7 @@ from target_service.signing import SIGNATURE_COMMENT, Signature, Signer, signed_
 from target_service.textgen import generate_tokens
 from target_service.tokenizer import Tokenizer
 from target_service.usage import UsageStore
-from target_service.wire import ChatCompletionRequest, ChunkEncoder, completion_body
+from target_service.wire import DONE_EVENT, ChatCompletionRequest, ChunkEncoder, completion_body
 
 TIMING_COMMENT = "ramplab-timing"
 
@@ -242,13 +242,18 @@ class Generator:
                 yield b"data: [DONE]\n\n"
                 self.metrics.completions_total.labels("injected_error").inc()
                 return
-            yield encoder.finish(done.plan.finish_reason)
+            # The closing events are all known now: one write instead of up to five (each send
+            # costs a timeout scope and the middleware chain), the same bytes on the wire.
+            closing = [encoder.finish(done.plan.finish_reason)]
             if done.request.include_usage:
-                yield encoder.usage(done.prompt_tokens, total)
+                closing.append(encoder.usage(done.prompt_tokens, total))
             if signature is not None:
-                yield encoder.comment(SIGNATURE_COMMENT, signature.comment())
-            yield encoder.comment(TIMING_COMMENT, self._timing(done, decode_s, total, signature))
-            yield b"data: [DONE]\n\n"
+                closing.append(encoder.comment(SIGNATURE_COMMENT, signature.comment()))
+            closing.append(
+                encoder.comment(TIMING_COMMENT, self._timing(done, decode_s, total, signature))
+            )
+            closing.append(DONE_EVENT)
+            yield b"".join(closing)
             self.metrics.completions_total.labels("completed").inc()
         except asyncio.CancelledError:
             self.metrics.disconnects_total.labels("disconnect").inc()
