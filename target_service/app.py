@@ -171,4 +171,8 @@ def create_app(
 
 def app_from_environment() -> Starlette:
     """uvicorn's factory in each worker process: settings and metrics dir come from the env."""
-    return create_app(load_settings(), multiproc_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+    from target_service.server import settle_gc
+
+    app = create_app(load_settings(), multiproc_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+    settle_gc()
+    return app
