@@ -132,7 +132,7 @@ class Generator:
                 param="messages",
             )
         seed = request.seed if request.seed is not None else self.rng.getrandbits(32)
-        plan = self.model.plan_output(max_tokens, request.ignore_eos, random.Random(seed))
+        plan = self.model.plan_output(max_tokens, request.ignore_eos, seed)
         try:
             slot = await self.scheduler.admit()
         except QueueFull as exc:
@@ -196,7 +196,9 @@ class Generator:
                     deadline += steps * self.model.token_interval_s(self.scheduler.running)
                 if failure is not None and sent >= fail_at:
                     break
-                await clock.sleep_until(deadline + self.model.jitter_s(self.rng))
+                due = deadline + self.model.jitter_s(self.rng)
+                if due > clock.now():  # unpaced or late: no coroutine to build for this event
+                    await clock.sleep_until(due)
                 if sent + count == total:
                     try:
                         signature = await self.signer.sign(
