@@ -19,6 +19,7 @@ COPY --from=build /opt/venv /opt/venv
 WORKDIR /app
 COPY configs configs
 COPY locustfiles locustfiles
+COPY campaigns campaigns
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

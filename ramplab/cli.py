@@ -3,6 +3,7 @@
     ramplab run campaigns/demo.yaml                 local target + master + 2 workers
     ramplab run campaigns/smoke.yaml --target http://127.0.0.1:8000 --workers 3
     ramplab run campaigns/demo.yaml --gate 'steps[*].error_ratio <= 0.01'
+    ramplab run campaigns/demo.yaml --prometheus --linger 600   watch it in Prometheus
     ramplab validate campaigns/demo.yaml
     ramplab report results/demo-20260101-120000
 
@@ -111,6 +112,30 @@ def run(
         Path | None,
         typer.Option(help="Locustfile (default: locustfiles/llm_ramp.py).", show_default=False),
     ] = None,
+    metrics: Annotated[
+        bool,
+        typer.Option(
+            "--metrics",
+            help="Each worker serves /metrics on its own free port, the master its run gauges; "
+            "labels run=<run dir name>, scenario=<campaign name>; URLs printed and in run.json.",
+        ),
+    ] = False,
+    prometheus: Annotated[
+        bool,
+        typer.Option(
+            "--prometheus",
+            help="--metrics, plus a local Prometheus (the `prometheus` binary) scraping the "
+            "target, the master and every worker, with the shipped rules; data in the run dir.",
+        ),
+    ] = False,
+    linger: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="After the ramp, keep Prometheus, the target and the exporters up this many "
+            "seconds to look at (Ctrl-C ends it early; the run's exit code stands).",
+        ),
+    ] = 0.0,
 ) -> None:
     """Run a campaign: start the stack, ramp, print the per-step table, apply the gates."""
     try:
@@ -131,6 +156,9 @@ def run(
             redis_url=redis_url,
             locustfile=locustfile or DEFAULT_LOCUSTFILE,
             argv=["ramplab", *sys.argv[1:]],
+            metrics=metrics or prometheus,
+            prometheus=prometheus,
+            linger_s=linger,
         )
         code = execute(request, console)
     except UsageError as exc:

@@ -1,8 +1,9 @@
 """The ASGI application: routes, error handlers, middleware and the per-process lifespan.
 
 Start-up of each worker process: open the Redis pool and pre-warm it, apply the pool capacity
-rule (``redis_pool.py``), build the runtime, then start two background tasks: the key ring's
-refresh and the watcher that applies admin changes made on other processes (``admin.py``).
+rule (``redis_pool.py``), build the runtime, then start the background tasks: the key ring's
+refresh, the usage counters' flush (``usage.py``) and the watcher that applies admin changes
+made on other processes (``admin.py``).
 A Redis that is down at start-up does not stop the process: it starts not-ready and recovers.
 """
 
@@ -110,6 +111,7 @@ def create_app(
             runtime.process_info()
             app.state.runtime = runtime
             tasks.append(asyncio.create_task(runtime.ring.maintain()))
+            tasks.append(asyncio.create_task(runtime.generator.usage.maintain()))
             if settings.admin_token is not None:
                 tasks.append(asyncio.create_task(admin.watch(runtime)))
             yield
@@ -120,6 +122,7 @@ def create_app(
             if runtime is not None:
                 await runtime.generator.drain()
                 runtime.signer.close()
+                runtime.clock.close()
             await redis.aclose()
             if embedded is not None:
                 embedded.close()
@@ -168,4 +171,8 @@ def create_app(
 
 def app_from_environment() -> Starlette:
     """uvicorn's factory in each worker process: settings and metrics dir come from the env."""
-    return create_app(load_settings(), multiproc_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+    from target_service.server import settle_gc
+
+    app = create_app(load_settings(), multiproc_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+    settle_gc()
+    return app

@@ -10,9 +10,10 @@ SSE comment line just before ``data: [DONE]``, which OpenAI clients discard::
 ``ttft_ms`` is this request's TTFT as the target saw it (arrival → first content event handed to
 the transport, stamped just before the write); with the ``timing_detail`` extension the comment
 also lists ``events_ms``, every content event's send time in ms after arrival, for clients that
-measure their own timestamp error against the server's. Both are read from
-``time.perf_counter()``, not ``loop.time()``: uvloop's loop clock is libuv's, in whole
-milliseconds and cached per loop iteration.
+measure their own timestamp error against the server's. Every time here — deadlines, stamps,
+the TTFT/ITL/queue histograms — comes from the ``Clock`` passed in (``clock.py``), which reads
+``perf_counter`` and wakes at a deadline to the microsecond, not from ``loop.time()``: uvloop's
+loop clock and its timers are whole milliseconds.
 
 The response signature (``signing.py``) is computed when the last content event is due and
 before it is sent: the whole text is known by then, and a signature waiting on the lock delays the
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from target_service import tracing
+from target_service.clock import Clock
 from target_service.errors import InvalidRequest, NotFound, Unavailable
 from target_service.faults import FaultInjector, InjectedDisconnect
 from target_service.inference import InferenceModel, OutputPlan
@@ -43,7 +45,7 @@ from target_service.signing import SIGNATURE_COMMENT, Signature, Signer, signed_
 from target_service.textgen import generate_tokens
 from target_service.tokenizer import Tokenizer
 from target_service.usage import UsageStore
-from target_service.wire import ChatCompletionRequest, ChunkEncoder, completion_body
+from target_service.wire import DONE_EVENT, ChatCompletionRequest, ChunkEncoder, completion_body
 
 TIMING_COMMENT = "ramplab-timing"
 
@@ -64,8 +66,7 @@ class Completion:
     prefill_s: float
     first_token_due: float
     pre_timing: str = ""
-    arrived_pc: float = 0.0  # perf_counter at arrival, for the disclosed timings
-    sent_at: list[float] = field(default_factory=list)  # perf_counter of each content event sent
+    sent_at: list[float] = field(default_factory=list)  # clock time of each content event sent
     completion_id: str = field(default_factory=lambda: "chatcmpl-" + uuid.uuid4().hex[:24])
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -98,6 +99,7 @@ class Generator:
         rng: random.Random,
         signer: Signer,
         faults: FaultInjector,
+        clock: Clock,
     ) -> None:
         self.settings = settings
         self.model = model
@@ -108,13 +110,11 @@ class Generator:
         self.rng = rng
         self.signer = signer
         self.faults = faults
-        self._background: set[asyncio.Task[None]] = set()
+        self.clock = clock
 
     async def prepare(self, request: ChatCompletionRequest, client: str) -> Completion:
         """Validate against the model, wait for a slot, then run prefill."""
-        loop = asyncio.get_running_loop()
-        arrival = loop.time()
-        arrived_pc = time.perf_counter()
+        arrival = self.clock.now()
         if request.model not in self.settings.models:
             raise NotFound(
                 f"The model '{request.model}' does not exist",
@@ -132,7 +132,7 @@ class Generator:
                 param="messages",
             )
         seed = request.seed if request.seed is not None else self.rng.getrandbits(32)
-        plan = self.model.plan_output(max_tokens, request.ignore_eos, random.Random(seed))
+        plan = self.model.plan_output(max_tokens, request.ignore_eos, seed)
         try:
             slot = await self.scheduler.admit()
         except QueueFull as exc:
@@ -142,12 +142,12 @@ class Generator:
                 code="overloaded" if exc.reason == "queue_full" else "queue_timeout",
                 retry_after_s=self.settings.scheduler.retry_after_s,
             ) from None
-        admitted = loop.time()
+        admitted = self.clock.now()
         self.metrics.queue_wait.observe(admitted - arrival)
         tracing.event("queue", wait_ms=(admitted - arrival) * 1000)
         prefill_s = self.model.prefill_s(prompt_tokens)
         try:
-            await asyncio.sleep(prefill_s)
+            await self.clock.sleep_until(admitted + prefill_s)
         except BaseException:
             slot.release()
             raise
@@ -163,7 +163,6 @@ class Generator:
             seed=seed,
             chunk_size=request.chunk_size or self.settings.stream.chunk_size,
             arrival=arrival,
-            arrived_pc=arrived_pc,
             queue_s=admitted - arrival,
             prefill_s=prefill_s,
             first_token_due=admitted + prefill_s,
@@ -174,7 +173,7 @@ class Generator:
         encoder = ChunkEncoder(
             done.completion_id, done.created, done.request.model, done.request.include_usage
         )
-        loop = asyncio.get_running_loop()
+        clock = self.clock
         total = done.plan.tokens
         tokens = generate_tokens(done.seed, total)
         pause_s = self.settings.stream.event_sleep_ms / 1000.0
@@ -190,14 +189,16 @@ class Generator:
             last_sent = 0.0
             while sent < total:
                 count = min(done.chunk_size, total - sent)
-                for index in range(sent, sent + count):
-                    if index > 0:
-                        deadline += self.model.token_interval_s(self.scheduler.running)
+                # The event's tokens are due one interval apart; nothing can change the running
+                # count between them (no await), so one read of it serves the whole event.
+                steps = count - 1 if sent == 0 else count
+                if steps:
+                    deadline += steps * self.model.token_interval_s(self.scheduler.running)
                 if failure is not None and sent >= fail_at:
                     break
-                delay = deadline + self.model.jitter_s(self.rng) - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                due = deadline + self.model.jitter_s(self.rng)
+                if due > clock.now():  # unpaced or late: no coroutine to build for this event
+                    await clock.sleep_until(due)
                 if sent + count == total:
                     try:
                         signature = await self.signer.sign(
@@ -210,23 +211,24 @@ class Generator:
                         self.metrics.completions_total.labels("sign_failed").inc()
                         failure = "error_event"
                 event = encoder.content("".join(tokens[sent : sent + count]))
-                if sent == 0 or done.request.timing_detail:
-                    # Read before the write: the write wakes the client, which on a busy machine
-                    # may run first and delay a stamp taken after it by a whole time slice.
-                    done.sent_at.append(time.perf_counter())
-                yield event
-                now = loop.time()
+                # Read before the write: the write wakes the client, which on a busy machine
+                # may run first and delay a stamp taken after it by a whole time slice.
+                now = clock.now()
                 if sent == 0:
+                    done.sent_at.append(now)
                     self.metrics.ttft.observe(now - done.arrival)
                     tracing.event("first_token")
                 else:
+                    if done.request.timing_detail:
+                        done.sent_at.append(now)
                     self.metrics.inter_token.observe((now - last_sent) / count)
                 last_sent = now
+                yield event
                 sent += count
                 if pause_s:
-                    await asyncio.sleep(pause_s)
+                    await clock.sleep_until(clock.now() + pause_s)
                     deadline += pause_s
-            decode_s = loop.time() - done.first_token_due
+            decode_s = clock.now() - done.first_token_due
             done.slot.release()
             finished = True
             tracing.event("decode_end", decode_ms=decode_s * 1000, output_tokens=sent)
@@ -242,13 +244,18 @@ class Generator:
                 yield b"data: [DONE]\n\n"
                 self.metrics.completions_total.labels("injected_error").inc()
                 return
-            yield encoder.finish(done.plan.finish_reason)
+            # The closing events are all known now: one write instead of up to five (each send
+            # costs a timeout scope and the middleware chain), the same bytes on the wire.
+            closing = [encoder.finish(done.plan.finish_reason)]
             if done.request.include_usage:
-                yield encoder.usage(done.prompt_tokens, total)
+                closing.append(encoder.usage(done.prompt_tokens, total))
             if signature is not None:
-                yield encoder.comment(SIGNATURE_COMMENT, signature.comment())
-            yield encoder.comment(TIMING_COMMENT, self._timing(done, decode_s, total, signature))
-            yield b"data: [DONE]\n\n"
+                closing.append(encoder.comment(SIGNATURE_COMMENT, signature.comment()))
+            closing.append(
+                encoder.comment(TIMING_COMMENT, self._timing(done, decode_s, total, signature))
+            )
+            closing.append(DONE_EVENT)
+            yield b"".join(closing)
             self.metrics.completions_total.labels("completed").inc()
         except asyncio.CancelledError:
             self.metrics.disconnects_total.labels("disconnect").inc()
@@ -265,21 +272,18 @@ class Generator:
             self.metrics.active_streams.dec()
             self.metrics.output_tokens_total.inc(sent)
             self.metrics.output_tokens.observe(sent)
-            self._record_usage(done.client, done.prompt_tokens, sent)
+            self.usage.add(done.client, done.prompt_tokens, sent)
 
     async def complete(self, done: Completion) -> tuple[dict[str, Any], str, dict[str, str]]:
         """A non-streaming completion: decode paced the same way, answered at the end."""
-        loop = asyncio.get_running_loop()
         total = done.plan.tokens
         try:
             deadline = done.first_token_due
             for index in range(1, total):
                 deadline += self.model.token_interval_s(self.scheduler.running)
                 if index % 64 == 0 or index == total - 1:
-                    delay = deadline - loop.time()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-            decode_s = loop.time() - done.first_token_due
+                    await self.clock.sleep_until(deadline)
+            decode_s = self.clock.now() - done.first_token_due
         finally:
             done.slot.release()
         tracing.event("decode_end", decode_ms=decode_s * 1000, output_tokens=total)
@@ -289,7 +293,7 @@ class Generator:
         self.metrics.output_tokens_total.inc(total)
         self.metrics.output_tokens.observe(total)
         self.metrics.completions_total.labels("completed").inc()
-        self._record_usage(done.client, done.prompt_tokens, total)
+        self.usage.add(done.client, done.prompt_tokens, total)
         body = completion_body(
             done.completion_id,
             done.created,
@@ -327,18 +331,11 @@ class Generator:
             "seed": done.seed,
         }
         if done.sent_at:
-            timing["ttft_ms"] = round((done.sent_at[0] - done.arrived_pc) * 1000, 3)
+            timing["ttft_ms"] = round((done.sent_at[0] - done.arrival) * 1000, 3)
         if done.request.timing_detail:
-            timing["events_ms"] = [round((t - done.arrived_pc) * 1000, 3) for t in done.sent_at]
+            timing["events_ms"] = [round((t - done.arrival) * 1000, 3) for t in done.sent_at]
         return timing
 
-    def _record_usage(self, client: str, prompt_tokens: int, completion_tokens: int) -> None:
-        task = asyncio.get_running_loop().create_task(
-            self.usage.record(client, prompt_tokens, completion_tokens)
-        )
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     async def drain(self) -> None:
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        """At shutdown: write the usage counted since the last flush."""
+        await self.usage.flush()

@@ -29,7 +29,7 @@ class OutputPlan:
 
 
 class InferenceModel:
-    """Pure functions of the settings and a random generator passed in."""
+    """Pure functions of the settings and of the random generator or seed passed in."""
 
     def __init__(self, latency: LatencySettings, output: OutputSettings) -> None:
         self.latency = latency
@@ -53,11 +53,17 @@ class InferenceModel:
         bound = self.latency.itl_ms / 2.0
         return max(-bound, min(bound, rng.gauss(0.0, sigma))) / 1000.0
 
-    def plan_output(self, max_tokens: int, ignore_eos: bool, rng: random.Random) -> OutputPlan:
+    def plan_output(self, max_tokens: int, ignore_eos: bool, seed: int) -> OutputPlan:
+        """The output length, drawn from ``random.Random(seed)`` (built only when a draw is
+        needed: seeding costs more than the rest of planning)."""
         if ignore_eos:
             return OutputPlan(max_tokens, "length")
         out = self.output
-        drawn = round(rng.gauss(out.length_mean, out.length_std)) if out.length_std else 0
+        drawn = (
+            round(random.Random(seed).gauss(out.length_mean, out.length_std))
+            if out.length_std
+            else 0
+        )
         length = drawn if out.length_std else round(out.length_mean)
         if length >= max_tokens:
             return OutputPlan(max_tokens, "length")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from target_service.auth import Authenticator
+from target_service.clock import Clock, default_clock
 from target_service.faults import FaultInjector
 from target_service.generation import Generator
 from target_service.inference import InferenceModel
@@ -35,6 +36,7 @@ class Runtime:
     limiter: RateLimiter
     signer: Signer
     faults: FaultInjector
+    clock: Clock
     # The admin config version this process has applied (``admin.py``).
     admin_version: int = 0
 
@@ -46,7 +48,9 @@ class Runtime:
         redis: RedisPool,
         tokenizer: Tokenizer | None = None,
         rng: random.Random | None = None,
+        clock: Clock | None = None,
     ) -> Runtime:
+        clock = clock or default_clock()
         sched = settings.scheduler
         scheduler = build_scheduler(
             sched.kind,
@@ -55,6 +59,7 @@ class Runtime:
             sched.queue_timeout_s,
             sched.batch_window_ms / 1000.0,
             observer=metrics.observe_scheduler,
+            clock=clock.now,
         )
         ring = KeyRing(redis, settings.redis_prefix, settings.auth.jwt_rotation_seconds, metrics)
         signer = Signer(settings.signing, ring, metrics)
@@ -69,6 +74,7 @@ class Runtime:
             rng=rng or random.Random(settings.seed),
             signer=signer,
             faults=faults,
+            clock=clock,
         )
         return cls(
             settings=settings,
@@ -81,6 +87,7 @@ class Runtime:
             limiter=RateLimiter(settings.ratelimit, redis, settings.redis_prefix, metrics),
             signer=signer,
             faults=faults,
+            clock=clock,
         )
 
     def process_info(self) -> dict[str, Any]:

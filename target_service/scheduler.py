@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Literal
@@ -139,13 +140,13 @@ class StaticScheduler(Scheduler):
         queue_timeout_s: float,
         batch_window_s: float,
         observer: Observer | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         super().__init__(max_num_seqs, max_waiting, queue_timeout_s, observer)
         self.batch_window_s = batch_window_s
         self._open_until = float("-inf")
-
-    def _now(self) -> float:
-        return asyncio.get_running_loop().time()
+        # perf_counter, not loop.time(): uvloop's loop clock is whole milliseconds.
+        self._now = clock
 
     def _try_start(self) -> bool:
         if self.running == 0:
@@ -172,7 +173,10 @@ def build_scheduler(
     queue_timeout_s: float,
     batch_window_s: float,
     observer: Observer | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Scheduler:
     if kind == "static":
-        return StaticScheduler(max_num_seqs, max_waiting, queue_timeout_s, batch_window_s, observer)
+        return StaticScheduler(
+            max_num_seqs, max_waiting, queue_timeout_s, batch_window_s, observer, clock
+        )
     return ContinuousScheduler(max_num_seqs, max_waiting, queue_timeout_s, observer)

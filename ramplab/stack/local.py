@@ -4,9 +4,10 @@ Start order and what "healthy" means:
 
 1. the target: ``GET /readyz`` answers 200 (its Redis is reachable); a target given by URL
    must accept TCP connections;
-2. the master: its worker port accepts connections;
-3. the workers: the master's log says ``N workers connected``, and none of them has exited;
-4. extra processes (``extras``), each with its own readiness check.
+2. extra processes (``extras``), each with its own readiness check — before the master, so that
+   a Prometheus among them sees the ramp from its first arrival;
+3. the master: its worker port accepts connections;
+4. the workers: the master's log says ``N workers connected``, and none of them has exited.
 
 Each step has one deadline; a process that exits early or misses the deadline stops the whole
 stack with a ``StackError`` naming the process, what was awaited and the tail of its log.
@@ -70,6 +71,7 @@ class StackConfig:
     workers: int = 2
     locust_env: dict[str, str] = field(default_factory=dict)
     target_url: str | None = None
+    target_port: int | None = None  # of the local target; None: a free one at start
     target_env: dict[str, str] = field(default_factory=dict)
     target_workers: int = 1
     web_ui: bool = False
@@ -104,7 +106,7 @@ class LocalStack:
     @property
     def processes(self) -> list[ManagedProcess]:
         """Every process started, in start order."""
-        found = [self.target, self.master, *self.workers, *self.extras]
+        found = [self.target, *self.extras, self.master, *self.workers]
         return [p for p in found if p is not None]
 
     # -- start ------------------------------------------------------------------------------
@@ -112,7 +114,7 @@ class LocalStack:
         cfg = self.config
         deadline = time.monotonic() + cfg.health_timeout_s
         if cfg.target_url is None:
-            port = free_port()
+            port = cfg.target_port or free_port()
             self.target_url = f"http://127.0.0.1:{port}"
             self.target = self._spawn(self._target_spec(port))
             self._await(self.target, HttpReady(self.target_url + "/readyz"), deadline)
@@ -120,6 +122,11 @@ class LocalStack:
         else:
             self._await_reachable(cfg.target_url, deadline)
             on_step(f"target {cfg.target_url} reachable")
+        for spec, readiness in cfg.extras:
+            extra = self._spawn(spec)
+            self.extras.append(extra)
+            self._await(extra, readiness, deadline)
+            on_step(f"{spec.name} ready")
         self.master_port = free_port()
         self.master = self._spawn(self._master_spec())
         self._await(self.master, PortReady(self.master_port), deadline)
@@ -129,11 +136,6 @@ class LocalStack:
         connected = LogReady(self.master.log_path, rf"\b{cfg.workers} workers connected")
         self._await_workers(connected, deadline)
         on_step(f"{cfg.workers} workers connected")
-        for spec, readiness in cfg.extras:
-            extra = self._spawn(spec)
-            self.extras.append(extra)
-            self._await(extra, readiness, deadline)
-            on_step(f"{spec.name} ready")
         if self.web_port is not None:
             on_step(f"Locust web UI on http://127.0.0.1:{self.web_port}")
 

@@ -39,6 +39,8 @@ from ramplab.report import (
 )
 from ramplab.slo import GateReport, evaluate_gates, parse_gates, print_gates
 from ramplab.stack.local import LocalStack, StackConfig, StackError
+from ramplab.stack.monitoring import Monitoring, find_prometheus, loopback_address
+from ramplab.stack.process import free_port
 from ramplab.stack.progress import LiveProgress
 
 __all__ = ["RunRequest", "execute"]
@@ -66,6 +68,9 @@ class RunRequest:
     redis_url: str | None = None
     locustfile: Path = DEFAULT_LOCUSTFILE
     argv: Sequence[str] = ()
+    metrics: bool = False
+    prometheus: bool = False
+    linger_s: float = 0.0
 
 
 class _Interrupted(Exception):
@@ -136,6 +141,31 @@ def _stack_config(request: RunRequest, run_dir: Path, gates: list[str]) -> Stack
     )
 
 
+def _monitoring(
+    request: RunRequest, run_dir: Path, config: StackConfig, prometheus_bin: str | None
+) -> Monitoring | None:
+    """Exporter ports for every process and, with ``--prometheus``, the Prometheus extra."""
+    if not (request.metrics or request.prometheus):
+        return None
+    monitoring = Monitoring(
+        run_id=run_dir.name,
+        scenario=request.campaign.name,
+        workers=config.workers,
+        linger_s=request.linger_s,
+        prometheus_bin=prometheus_bin,
+    )
+    config.locust_args += monitoring.locust_args()
+    config.worker_extensions.append(monitoring)
+    if config.target_url is None:
+        config.target_port = free_port()
+        address: str | None = f"127.0.0.1:{config.target_port}"
+    else:
+        address = loopback_address(config.target_url)
+    if prometheus_bin is not None:
+        config.extras.append(monitoring.prometheus_extra(run_dir, address))
+    return monitoring
+
+
 def _write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
     (run_dir / "run.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
@@ -148,9 +178,13 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
     parsed_gates = parse_gates(campaign.gates, field="gates") + parsed_gates
     if not request.locustfile.is_file():
         raise UsageError("--locustfile", f"{request.locustfile} does not exist")
+    if request.linger_s and not (request.metrics or request.prometheus):
+        raise UsageError("--linger", "keeps the exporters up: give --metrics or --prometheus")
+    prometheus_bin = find_prometheus() if request.prometheus else None
     run_dir = _run_dir(request)
     (run_dir / CAMPAIGN_FILE).write_text(request.campaign_text, encoding="utf-8")
     config = _stack_config(request, run_dir, gates)
+    monitoring = _monitoring(request, run_dir, config, prometheus_bin)
     meta: dict[str, Any] = {
         "command": shlex.join(request.argv) if request.argv else None,
         "campaign": str(request.campaign_path),
@@ -159,6 +193,12 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
         "locustfile": str(config.locustfile),
         "started": datetime.now(UTC).isoformat(),
     }
+    if monitoring is not None:
+        target = request.target_url or f"http://127.0.0.1:{config.target_port}"
+        if loopback_address(target) is None:
+            console.print(f"[yellow]note:[/] {target} is not plain HTTP on loopback: "
+                          "its /metrics is not scraped")  # fmt: skip
+        meta["monitoring"] = monitoring.meta(run_dir, target if loopback_address(target) else None)
     _write_meta(run_dir, meta)
     console.print(f"[bold]ramplab[/] run [cyan]{run_dir}[/] ({campaign.name}, {config.workers} "
                   f"workers, {campaign.load_shape.duration_s:g} s)")  # fmt: skip
@@ -175,12 +215,16 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
             meta["target"] = stack.target_url
             meta["processes"] = {p.name: p.pid for p in stack.processes}
             _write_meta(run_dir, meta)
+            if monitoring is not None:
+                _print_monitoring(meta["monitoring"], console)
             timeout = campaign.load_shape.duration_s + campaign.drain_s + MASTER_SLACK_S
             progress = LiveProgress(run_dir, campaign.load_shape, config.workers)
             master_code = _watch(stack, progress, timeout, console)
             if master_code is None:
                 console.print(f"[red]the master did not finish within {timeout:g} s[/]")
                 code = ExitCode.RUN_FAILED
+            elif monitoring is not None:
+                _after_ramp(monitoring, stack, guard, console, run_dir, meta)
         except StackError as exc:
             sys.stderr.write(f"ramplab: {exc}\n")
             if exc.log_tail:
@@ -222,6 +266,48 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
             write_report(run_dir, summary, gate_rows(gate_report))
     console.print(f"results: {run_dir} (exit code {int(code)})")
     return code
+
+
+def _print_monitoring(info: dict[str, Any], console: Console) -> None:
+    for name, url in info["endpoints"].items():
+        console.print(f"  metrics: {name} {url}", highlight=False)
+    prometheus = info.get("prometheus")
+    if prometheus is not None:
+        console.print(f"  Prometheus: {prometheus['url']}/graph (data in {prometheus['storage']})",
+                      highlight=False)  # fmt: skip
+
+
+def _after_ramp(
+    monitoring: Monitoring,
+    stack: LocalStack,
+    guard: _SignalGuard,
+    console: Console,
+    run_dir: Path,
+    meta: dict[str, Any],
+) -> None:
+    """One last scrape of every process, then ``--linger``: the stack stays up to be looked at
+    until the time is over or Ctrl-C (which ends the wait, not the run: its exit code stands)."""
+    if not monitoring.settle(since=time.time()):
+        console.print("[yellow]Prometheus did not scrape every process after the ramp: "
+                      "its last counts may be short[/]")  # fmt: skip
+    if monitoring.linger_s <= 0:
+        return
+    what = (
+        f"Prometheus on {monitoring.prometheus_url}"
+        if monitoring.prometheus_url
+        else ("the target and the workers' /metrics")
+    )
+    console.print(f"ramp over: {what} stays up {monitoring.linger_s:g} s (Ctrl-C ends it now)",
+                  highlight=False)  # fmt: skip
+    until = datetime.now(UTC).timestamp() + monitoring.linger_s
+    meta["lingering_until"] = datetime.fromtimestamp(until, UTC).isoformat()
+    _write_meta(run_dir, meta)
+    deadline = time.monotonic() + monitoring.linger_s
+    try:
+        while time.monotonic() < deadline and all(p.running for p in stack.extras):
+            time.sleep(0.25)
+    except _Interrupted:
+        guard.received = None
 
 
 def _watch(

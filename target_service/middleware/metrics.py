@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -22,11 +23,12 @@ class MetricsMiddleware:
         start = time.perf_counter()
         status = 500
 
-        async def timed_send(message: Message) -> None:
+        # Not a coroutine itself (see middleware/process.py): it runs once per SSE event.
+        def timed_send(message: Message) -> Awaitable[None]:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-            await send(message)
+            return send(message)
 
         try:
             await self.app(scope, receive, timed_send)

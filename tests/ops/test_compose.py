@@ -16,12 +16,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import configargparse
 import jsonschema
 import pytest
 import yaml
 
 from ramplab import settings
+from ramplab.campaign import load_campaign
 from ramplab.openloop import options as run_options
+from ramplab.shapes import parse_shape
 from tests.support.processes import REPO
 
 COMPOSE = REPO / "docker-compose.yml"
@@ -137,6 +140,65 @@ def test_campaign_variables_are_real_locust_options() -> None:
         assert set(services()[name]["environment"]) <= known
 
 
+DEMO = REPO / "campaigns" / "demo.yaml"
+DEFAULTED = re.compile(r"^\$\{\w+:-(.*)\}$")
+# Labels and the exporter's bind address: compose's own business, not the campaign's.
+COMPOSE_ONLY = {dest for _, dest, *_ in settings.METRICS_OPTIONS}
+
+
+def resolved(environment: dict[str, Any]) -> dict[str, str]:
+    """Compose's ``${VAR:-default}`` values as compose resolves them with ``VAR`` unset."""
+    return {k: DEFAULTED.sub(r"\1", str(v)) for k, v in environment.items()}
+
+
+def campaign_mismatches(environment: dict[str, str]) -> set[str]:
+    """Options on which Locust, reading ``environment``, differs from ``campaigns/demo.yaml``."""
+    parser = configargparse.ArgumentParser()
+    settings.register(parser)
+    run_options.register(parser)
+    campaign = load_campaign(DEMO)
+    local = parser.parse_args(campaign.locust_args(), env_vars={})
+    composed = parser.parse_args([], env_vars=environment)
+    stages = [(s.rate, s.duration_s, s.warmup_s) for s in campaign.load_shape.stages]
+    differ = {
+        dest for dest, value in vars(local).items()
+        if dest not in COMPOSE_ONLY | {"ramplab_shape"} and getattr(composed, dest) != value
+    }  # fmt: skip
+    shape = parse_shape(composed.ramplab_shape)
+    if [(s.rate, s.duration_s, s.warmup_s) for s in shape.stages] != stages:
+        differ.add("ramplab_shape")
+    return differ
+
+
+def test_compose_runs_the_demo_campaign() -> None:
+    """``docker compose up`` and ``make demo`` run the same ramp with the same requests against
+    a target with the same latency model (only the CPUs and the number of workers differ)."""
+    master = resolved(services()["master"]["environment"])
+    assert master == resolved(services()["worker"]["environment"])
+    assert campaign_mismatches(master) == set()
+    target = resolved(services()["target"]["environment"])
+    demo = load_campaign(DEMO)
+    expected = demo.target.environment()
+    assert {k: target.get(k) for k in expected} == expected
+    command = services()["master"]["command"]
+    expect = DEFAULTED.sub(r"\1", command[command.index("--expect-workers") + 1])
+    assert int(expect) == services()["worker"]["deploy"]["replicas"] == demo.stack.workers
+
+
+def test_a_campaign_mismatch_would_be_caught() -> None:
+    master = resolved(services()["master"]["environment"])
+    assert campaign_mismatches({**master, "RAMPLAB_MAX_TOKENS": "64"}) == {"max_tokens"}
+    assert campaign_mismatches({**master, "RAMPLAB_SHAPE": "1,2,5@20s/5s"}) == {"ramplab_shape"}
+    assert "ignore_eos" in campaign_mismatches(
+        {k: v for k, v in master.items() if k != "RAMPLAB_IGNORE_EOS"}
+    )
+
+
+def test_the_image_holds_the_campaigns() -> None:
+    copied = [args.split()[0] for op, args in dockerfile() if op == "COPY"]
+    assert "campaigns" in copied
+
+
 def test_grafana_is_provisioned_read_only_for_visitors() -> None:
     grafana = services()["grafana"]
     env = grafana["environment"]
@@ -180,3 +242,100 @@ def test_dockerfile_is_slim_pinned_and_non_root() -> None:
     assert {"8000", "8089", "9100", "9101"} <= set(
         next(args for op, args in instructions if op == "EXPOSE").split()
     )
+
+
+README = REPO / "README.md"
+URL_ROW = re.compile(r"^\| (http://[^ ]+) \| (.*) \|$", re.MULTILINE)
+
+
+def readme_compose_section(text: str | None = None) -> str:
+    text = README.read_text() if text is None else text
+    start = text.index("## docker compose")
+    end = text.index("\n## ", start + 1)
+    return text[start:end]
+
+
+def published_ports() -> dict[str, str]:
+    """``host:port`` published on the host → the service publishing it."""
+    found: dict[str, str] = {}
+    for name, service in services().items():
+        for port in service.get("ports", []):
+            host, published, _ = str(port).rsplit(":", 2)
+            found[f"{host}:{published}"] = name
+    return found
+
+
+def readme_mismatches(section: str) -> list[str]:
+    """Claims of the README's docker compose section that the compose file does not back."""
+    problems: list[str] = []
+    ports = published_ports()
+    rows = URL_ROW.findall(section)
+    if not rows:
+        problems.append("no URL table")
+    listed = set()
+    for url, what in rows:
+        address = url.removeprefix("http://").rstrip("/")
+        listed.add(address)
+        service = ports.get(address)
+        if service is None:
+            problems.append(f"{url}: no service publishes {address}")
+            continue
+        profile = re.search(r"profile `(\w+)`", what)
+        profiles = services()[service].get("profiles", [])
+        if (profile.group(1) if profile else None) not in (profiles or [None]):
+            problems.append(f"{url}: {service} has profiles {profiles}, the README says {what!r}")
+    problems += [f"{address} is published but not in the table" for address in set(ports) - listed]
+    compose_text = COMPOSE.read_text()
+    for variable in sorted(set(re.findall(r"\b((?:RAMPLAB|GRAFANA)_[A-Z_]+)=", section))):
+        if "${" + variable not in compose_text:
+            problems.append(f"the README sets {variable}, the compose file never reads it")
+    for profile in re.findall(r"--profile (\w+)", section):
+        if not any(profile in s.get("profiles", []) for s in services().values()):
+            problems.append(f"--profile {profile}: no such profile")
+    for service in re.findall(r"--scale (\w+)=", section):
+        if service not in services():
+            problems.append(f"--scale {service}: no such service")
+    shape = DEFAULTED.sub(r"\1", services()["master"]["environment"]["RAMPLAB_SHAPE"])
+    if f"`{shape}`" not in section:
+        problems.append(f"the README does not quote the compose ramp {shape!r}")
+    return problems
+
+
+def test_the_readme_compose_section_matches_the_compose_file() -> None:
+    assert readme_mismatches(readme_compose_section()) == []
+
+
+def test_a_readme_mismatch_would_be_caught() -> None:
+    section = readme_compose_section()
+    wrong_port = section.replace("http://127.0.0.1:16686", "http://127.0.0.1:16687")
+    assert readme_mismatches(wrong_port) == [
+        "http://127.0.0.1:16687: no service publishes 127.0.0.1:16687",
+        "127.0.0.1:16686 is published but not in the table",
+    ]
+    no_profile = section.replace("(profile `tracing`)", "")
+    assert len(readme_mismatches(no_profile)) == 1
+    unknown = section.replace("RAMPLAB_EXPECT_WORKERS=4", "RAMPLAB_WORKERS=4")
+    assert readme_mismatches(unknown) == [
+        "the README sets RAMPLAB_WORKERS, the compose file never reads it"
+    ]
+    assert len(readme_mismatches(section.replace("@20s/5s", "@30s/5s"))) == 1
+
+
+# What each image has to run its healthcheck with — checked here because no engine runs them.
+# prom/prometheus builds on busybox; grafana/grafana and jaegertracing/all-in-one 1.x on Alpine
+# (jaeger's docker/base image; not scratch or distroless), so busybox wget is in all three.
+HEALTHCHECK_TOOL = {
+    "redis": "redis-cli",
+    "prom/prometheus": "wget",
+    "grafana/grafana": "wget",
+    "jaegertracing/all-in-one": "wget",
+    "ramplab": "python",  # our own image: python only, no wget or curl
+}
+
+
+def test_every_healthcheck_runs_a_tool_its_image_has() -> None:
+    for name, service in services().items():
+        test = service["healthcheck"]["test"]
+        image = service["image"].rsplit(":", 1)[0]
+        assert test[0] == "CMD", f"{name}: exec form, no shell needed"
+        assert test[1] == HEALTHCHECK_TOOL[image], f"{name}: {image} has no {test[1]}"

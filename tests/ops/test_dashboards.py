@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -105,13 +106,34 @@ def test_every_dashboard_uses_the_provisioned_datasource_uid() -> None:
             assert {t["datasource"]["uid"] for t in panel["targets"]} == {DATASOURCE_UID}
 
 
+def grafana_expanded(path: Path) -> dict[str, Any]:
+    """A provisioning file with ``${VAR}`` expanded from compose's Grafana environment."""
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    env = compose["services"]["grafana"]["environment"]
+    text = path.read_text()
+    used = set(re.findall(r"\$\{(\w+)\}", text))
+    assert used <= set(env), f"{path.name}: compose does not set {used - set(env)}"
+    for name in used:
+        text = text.replace("${" + name + "}", str(env[name]))
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
+
+
 def test_the_file_provider_reads_the_dashboards_compose_mounts() -> None:
-    provider = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "ramplab.yml").read_text())
+    provider = grafana_expanded(GRAFANA / "provisioning" / "dashboards" / "ramplab.yml")
     (entry,) = provider["providers"]
     assert entry["type"] == "file"
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     volumes = compose["services"]["grafana"]["volumes"]
     assert f"./grafana/dashboards:{entry['options']['path']}:ro" in volumes
+
+
+def test_the_datasource_points_at_the_compose_prometheus() -> None:
+    provisioned = grafana_expanded(GRAFANA / "provisioning" / "datasources" / "prometheus.yml")
+    (datasource,) = provisioned["datasources"]
+    assert datasource["url"] == "http://prometheus:9090"
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    assert "prometheus" in compose["services"]
 
 
 def test_queries_name_only_series_that_exist() -> None:
