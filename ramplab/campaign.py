@@ -48,7 +48,8 @@ class CampaignError(UsageError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: no silent coercion of a wrong type (`max_users: true` was 1 user, `seed: "7"` 7).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Auth(_Strict):
@@ -69,7 +70,7 @@ class Workload(_Strict):
     chunk_size: int | None = Field(default=None, ge=1)
     prompt_tokens: int = Field(default=128, ge=1)
     prompt_tokens_std: float = Field(default=0.0, ge=0)
-    prompts_file: Path | None = None
+    prompts_file: Path | None = Field(default=None, strict=False)  # YAML gives a str
     temperature: float | None = Field(default=None, ge=0)
     stream: bool = True
     include_usage: bool = True
@@ -277,6 +278,8 @@ def load_campaign(path: Path) -> Campaign:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise CampaignError("", f"cannot read campaign {str(path)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise CampaignError("", f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

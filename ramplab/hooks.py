@@ -134,7 +134,11 @@ def _on_init(environment: Any, **_: Any) -> None:
         return
     if settings.results_dir is None:
         return
-    writer = ResultsWriter(settings.results_dir)
+    try:
+        writer = ResultsWriter(settings.results_dir)
+    except OSError as exc:
+        fail(f"--results-dir {str(settings.results_dir)!r}: {exc.strerror}")
+        return
     _writers[id(environment)] = writer
     if isinstance(runner, MasterRunner):
 

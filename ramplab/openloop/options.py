@@ -97,8 +97,10 @@ def _retry_spec(text: str) -> Any:
 def from_options(parsed: Any) -> RunOptions:
     """Validate the options; raises ``UsageError`` naming the option."""
 
-    def get(dest: str) -> Any:
-        return getattr(parsed, dest, None)
+    def get(dest: str, default: Any = None) -> Any:
+        # Not `value or default`: 0 is a real seed, drain or (refused) user cap.
+        value = getattr(parsed, dest, None)
+        return default if value is None else value
 
     shape_text = str(get("ramplab_shape") or "").strip()
     try:
@@ -113,13 +115,13 @@ def from_options(parsed: Any) -> RunOptions:
     overflow = str(get("ramplab_overflow") or "drop")
     if overflow not in ("drop", "queue"):
         raise UsageError("--ramplab-overflow", f"expected drop or queue, got {overflow!r}")
-    max_users = int(get("ramplab_max_users") or 1000)
+    max_users = int(get("ramplab_max_users", 1000))
     if max_users < 1:
         raise UsageError("--ramplab-max-users", f"must be >= 1, got {max_users}")
-    headroom = float(get("ramplab_headroom") or 1.5)
+    headroom = float(get("ramplab_headroom", 1.5))
     if headroom < 1.0:
         raise UsageError("--ramplab-headroom", f"must be >= 1, got {headroom}")
-    prior = float(get("ramplab_duration_prior") or 0.0)
+    prior = float(get("ramplab_duration_prior", 0.0))
     if prior < 0:
         raise UsageError("--ramplab-duration-prior", f"must be >= 0, got {prior}")
     if prior == 0:
@@ -132,7 +134,9 @@ def from_options(parsed: Any) -> RunOptions:
     gates = parse_gates(
         [g.strip() for g in gate_text.split(";") if g.strip()], field="--ramplab-gate"
     )
-    drain = float(get("ramplab_drain") or 30.0)
+    drain = float(get("ramplab_drain", 30.0))
+    if drain < 0:
+        raise UsageError("--ramplab-drain", f"must be >= 0, got {drain}")
     outage_text = str(get("ramplab_outage") or "").strip()
     outage = parse_outage(outage_text) if outage_text else None
     admin_token = str(get("ramplab_admin_token") or "")
@@ -143,7 +147,7 @@ def from_options(parsed: Any) -> RunOptions:
         shape=shape,
         mode=mode,  # type: ignore[arg-type]
         arrivals=arrivals,
-        seed=int(get("ramplab_seed") or 1),
+        seed=int(get("ramplab_seed", 1)),
         overflow=overflow,
         max_users=max_users,
         headroom=headroom,

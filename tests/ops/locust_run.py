@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -11,7 +9,7 @@ from pathlib import Path
 from types import TracebackType
 
 from target_service.embedded_redis import free_port
-from tests.support.processes import REPO
+from tests.support.processes import REPO, stop_groups
 
 LOCUST = [sys.executable, "-m", "locust", "-f", "locustfiles/llm_ramp.py"]
 # Long enough for the test to take its last scrape; the test ends the processes itself.
@@ -90,15 +88,7 @@ class LocustRun:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
+        stop_groups(self.processes, grace_s=20)
 
     def __enter__(self) -> LocustRun:
         return self.start()

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from target_service.embedded_redis import free_port
-from tests.support.processes import wait_http_ok
+from tests.support.processes import stop_groups, wait_http_ok
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
@@ -43,7 +43,7 @@ class PrometheusProcess:
             [PROMETHEUS, f"--config.file={self.config}",
              f"--storage.tsdb.path={self._dir.name}",
              f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=self._log, stderr=subprocess.STDOUT,
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         wait_http_ok(self.url + "/-/ready", timeout_s, self._process)
         return self
@@ -54,12 +54,7 @@ class PrometheusProcess:
 
     def stop(self) -> None:
         if self._process is not None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+            stop_groups([self._process])
             self._process = None
         if self._log not in (None, subprocess.DEVNULL):
             self._log.close()

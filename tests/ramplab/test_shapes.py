@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from ramplab.errors import ShapeError, UsageError
-from ramplab.shapes import Shape, Stage, parse_duration, parse_shape, shape_from_dict
+from ramplab.shapes import (
+    MAX_ARRIVALS,
+    Shape,
+    Stage,
+    parse_duration,
+    parse_shape,
+    shape_from_dict,
+)
 
 
 def test_stepped_cli_string_gives_held_stages_with_warmup() -> None:
@@ -153,3 +160,12 @@ def test_measured_window_membership() -> None:
 def test_shape_rejects_gaps_between_stages() -> None:
     with pytest.raises(ShapeError, match="contiguous"):
         Shape((Stage(0, 0, 1, 0, 1), Stage(1, 2, 1, 0, 1)))
+
+
+@pytest.mark.parametrize("text", ["1000000@60s", "linear:1..1e6@600s", "custom:1@1s,1e9@1s"])
+def test_a_schedule_too_large_to_hold_is_refused(text: str) -> None:
+    # Regression: 1e9@1s was accepted and every process then tried to build a 16 GB schedule.
+    with pytest.raises(ShapeError) as caught:
+        parse_shape(text)
+    assert "arrivals" in str(caught.value)
+    parse_shape(f"{MAX_ARRIVALS // 100}@100s")  # the cap itself is allowed

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -16,6 +16,23 @@ import httpx
 from target_service.embedded_redis import free_port
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def stop_groups(processes: Sequence[subprocess.Popen[bytes]], grace_s: float = 15.0) -> None:
+    """SIGTERM the process group of each live process, then SIGKILL any group still up after
+    ``grace_s``. Each process must lead its own group (``start_new_session=True``).
+
+    All are signalled before any is waited for, so they shut down side by side.
+    """
+    for process in processes:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 def wait_http_ok(
@@ -77,13 +94,7 @@ class TargetProcess:
     def stop(self) -> int | None:
         if self.process is None:
             return None
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_groups([self.process])
         if self._log is not None:
             self._log.close()
         code = self.process.returncode
