@@ -25,7 +25,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from ramplab.campaign import Campaign
+from ramplab.campaign import NAME_RULE, Campaign, is_valid_name
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.report import (
@@ -108,11 +108,16 @@ def _interruptible() -> Iterator[_SignalGuard]:
 
 def _run_dir(request: RunRequest) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    if request.run_name is not None and not is_valid_name(request.run_name):
+        raise UsageError("--run-name", f"{request.run_name!r}: {NAME_RULE}")
     name = request.run_name or f"{request.campaign.name}-{stamp}"
     run_dir = request.results_dir / name
     if run_dir.exists():
         raise UsageError("--run-name", f"{run_dir} already exists")
-    (run_dir / "logs").mkdir(parents=True)
+    try:
+        (run_dir / "logs").mkdir(parents=True)
+    except OSError as exc:
+        raise UsageError("--results-dir", f"{request.results_dir}: {exc.strerror}") from None
     return run_dir
 
 

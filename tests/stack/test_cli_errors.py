@@ -95,3 +95,26 @@ def test_the_cli_process_imports_neither_locust_nor_the_target() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_results_dir_below_a_file_exits_2_naming_it(tmp_path: Path) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    good = campaign_file(tmp_path, TINY)
+    done = ramplab(["run", str(good), "--results-dir", str(a_file / "x")])
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--results-dir" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", ""])
+def test_run_name_that_is_not_one_plain_name_exits_2(tmp_path: Path, name: str) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    good = campaign_file(tmp_path, TINY)
+    done = ramplab(["run", str(good), "--results-dir", str(results), "--run-name", name])
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--run-name" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["campaign.yaml", "results"]
+    assert not any(results.iterdir()), "a refused run name created a run dir"
