@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import typer
 from rich.console import Console
 
+from ramplab import preflight
 from ramplab.campaign import load_campaign
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
@@ -171,6 +172,8 @@ def validate(campaign: CampaignArg) -> None:
     """Check a campaign file without running it; prints its stages."""
     try:
         parsed = load_campaign(campaign)
+        preflight.check_campaign(parsed)
+        preflight.target_check(parsed)
     except UsageError as exc:
         raise _usage(exc) from None
     shape = parsed.load_shape
