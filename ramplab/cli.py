@@ -177,12 +177,18 @@ def validate(campaign: CampaignArg) -> None:
     except UsageError as exc:
         raise _usage(exc) from None
     shape = parsed.load_shape
+    # A closed loop holds a number of users (each sends its next request when the last ends):
+    # a stage's "rate" is its concurrency and there is no arrival count to announce.
+    closed = parsed.mode == "closed"
+    load = f"up to {max(st.rate for st in shape.stages):g} users" if closed else (
+        f"~{shape.expected_arrivals:.0f} arrivals")  # fmt: skip
     console.print(
         f"{campaign}: ok — {parsed.name}, {parsed.mode} loop, {len(shape.stages)} stages, "
-        f"{shape.duration_s:g} s, ~{shape.expected_arrivals:.0f} arrivals"
+        f"{shape.duration_s:g} s, {load}"
     )
+    unit = "users" if closed else "QPS"
     for st in shape.stages:
-        console.print(f"  step {st.index}: {st.rate:g} QPS for {st.duration_s:g} s "
+        console.print(f"  step {st.index}: {st.rate:g} {unit} for {st.duration_s:g} s "
                       f"(warm-up {st.warmup_s:g} s)", highlight=False)  # fmt: skip
 
 

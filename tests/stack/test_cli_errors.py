@@ -74,6 +74,16 @@ def test_validate_prints_the_stages(tmp_path: Path) -> None:
     assert "step 0: 4 QPS for 5 s (warm-up 1 s)" in done.stdout
 
 
+def test_validate_of_a_closed_loop_prints_users_not_arrivals(tmp_path: Path) -> None:
+    text = "mode: closed\nsteps:\n  - {qps: 2, hold: 4s}\n  - {qps: 5, hold: 4s, warmup: 1s}\n"
+    done = ramplab(["validate", str(campaign_file(tmp_path, text))])
+    assert done.returncode == 0, done.stderr
+    assert "arrivals" not in done.stdout
+    assert "QPS" not in done.stdout
+    assert "up to 5 users" in done.stdout
+    assert "step 1: 5 users for 4 s (warm-up 1 s)" in done.stdout
+
+
 def test_validate_asks_the_target_about_its_settings(tmp_path: Path) -> None:
     text = TINY.replace("itl_ms: 5", "itl_ms: -7")
     assert text != TINY
