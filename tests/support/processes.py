@@ -89,7 +89,11 @@ class TargetProcess:
             cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
-        wait_http_ok(self.url + "/healthz", timeout_s, self.process)
+        try:
+            wait_http_ok(self.url + "/healthz", timeout_s, self.process)
+        except BaseException:
+            self.stop()  # __exit__ does not run when __enter__ raises: no orphaned target
+            raise
         return self
 
     def stop(self) -> int | None:
