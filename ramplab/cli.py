@@ -90,7 +90,10 @@ def run(
         Path, typer.Option(help="Parent of the run directory <name>-<UTC time>/.")
     ] = Path("results"),
     run_name: Annotated[
-        str | None, typer.Option(help="Run directory name instead of <name>-<UTC time>.")
+        str | None,
+        typer.Option(
+            help="Run directory name instead of <name>-<UTC time> (letters, digits, '.', '_', '-')."
+        ),
     ] = None,
     web_ui: Annotated[
         bool, typer.Option("--web-ui", help="Serve Locust's web UI on 127.0.0.1 during the run.")
