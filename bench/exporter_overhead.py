@@ -27,17 +27,9 @@ from pathlib import Path
 import httpx
 import psutil
 
-from bench.servers import REPO, target
+from bench.servers import REPO, UNPACED, target
 from target_service.embedded_redis import free_port
 
-UNPACED = {
-    "APP_LATENCY__PREFILL_OVERHEAD_MS": "0",
-    "APP_LATENCY__PREFILL_PER_TOKEN_MS": "0",
-    "APP_LATENCY__ITL_MS": "0",
-    "APP_SCHEDULER__MAX_NUM_SEQS": "256",
-    "APP_SIGNING__MODE": "off",
-    "APP_LOG_LEVEL": "warning",
-}
 USERS = 16
 TOKENS = 64
 SETTLE_S = 3.0

@@ -16,6 +16,16 @@ import httpx
 from target_service.embedded_redis import free_port
 
 REPO = Path(__file__).resolve().parents[1]
+# The target with its latency model at zero and no signature: what is measured is the serving
+# path itself (the default signing mode, `locked`, adds one RSA signature per stream).
+UNPACED = {
+    "APP_LATENCY__PREFILL_OVERHEAD_MS": "0",
+    "APP_LATENCY__PREFILL_PER_TOKEN_MS": "0",
+    "APP_LATENCY__ITL_MS": "0",
+    "APP_SCHEDULER__MAX_NUM_SEQS": "256",
+    "APP_SIGNING__MODE": "off",
+    "APP_LOG_LEVEL": "warning",
+}
 
 
 def _wait(url: str, process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:

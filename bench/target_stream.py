@@ -16,17 +16,8 @@ import httpx
 import numpy as np
 
 from bench.loadclient import one_stream, run_for
-from bench.servers import bare_sse, target
+from bench.servers import UNPACED, bare_sse, target
 
-UNPACED = {
-    "APP_LATENCY__PREFILL_OVERHEAD_MS": "0",
-    "APP_LATENCY__PREFILL_PER_TOKEN_MS": "0",
-    "APP_LATENCY__ITL_MS": "0",
-    "APP_SCHEDULER__MAX_NUM_SEQS": "256",
-    # The section says "signing off": the default is `locked`, one RSA signature per stream.
-    "APP_SIGNING__MODE": "off",
-    "APP_LOG_LEVEL": "warning",
-}
 TOKENS = 256
 CONCURRENCY = 32
 DURATION_S = 4.0

@@ -38,9 +38,22 @@ from ramplab.retry.config import parse_retry
 from ramplab.shapes import Shape, parse_duration, shape_from_dict
 from ramplab.slo import parse_gates, parse_request_slo
 
-__all__ = ["Campaign", "CampaignError", "load_campaign", "parse_campaign"]
+__all__ = [
+    "NAME_RULE",
+    "Campaign",
+    "CampaignError",
+    "is_valid_name",
+    "load_campaign",
+    "parse_campaign",
+]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+NAME_RULE = "letters, digits, '.', '_' and '-' only (it names the results dir)"
+
+
+def is_valid_name(value: str) -> bool:
+    """A campaign or run name: one path component inside the results directory, never '..'."""
+    return _NAME.match(value) is not None
 
 
 class CampaignError(UsageError):
@@ -135,8 +148,8 @@ class Campaign(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
-            raise ValueError("letters, digits, '.', '_' and '-' only (it names the results dir)")
+        if not is_valid_name(value):
+            raise ValueError(NAME_RULE)
         return value
 
     @property

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import typer
 from rich.console import Console
 
+from ramplab import preflight
 from ramplab.campaign import load_campaign
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
@@ -89,7 +90,10 @@ def run(
         Path, typer.Option(help="Parent of the run directory <name>-<UTC time>/.")
     ] = Path("results"),
     run_name: Annotated[
-        str | None, typer.Option(help="Run directory name instead of <name>-<UTC time>.")
+        str | None,
+        typer.Option(
+            help="Run directory name instead of <name>-<UTC time> (letters, digits, '.', '_', '-')."
+        ),
     ] = None,
     web_ui: Annotated[
         bool, typer.Option("--web-ui", help="Serve Locust's web UI on 127.0.0.1 during the run.")
@@ -171,15 +175,23 @@ def validate(campaign: CampaignArg) -> None:
     """Check a campaign file without running it; prints its stages."""
     try:
         parsed = load_campaign(campaign)
+        preflight.check_campaign(parsed)
+        preflight.target_check(parsed)
     except UsageError as exc:
         raise _usage(exc) from None
     shape = parsed.load_shape
+    # A closed loop holds a number of users (each sends its next request when the last ends):
+    # a stage's "rate" is its concurrency and there is no arrival count to announce.
+    closed = parsed.mode == "closed"
+    load = f"up to {max(st.rate for st in shape.stages):g} users" if closed else (
+        f"~{shape.expected_arrivals:.0f} arrivals")  # fmt: skip
     console.print(
         f"{campaign}: ok — {parsed.name}, {parsed.mode} loop, {len(shape.stages)} stages, "
-        f"{shape.duration_s:g} s, ~{shape.expected_arrivals:.0f} arrivals"
+        f"{shape.duration_s:g} s, {load}"
     )
+    unit = "users" if closed else "QPS"
     for st in shape.stages:
-        console.print(f"  step {st.index}: {st.rate:g} QPS for {st.duration_s:g} s "
+        console.print(f"  step {st.index}: {st.rate:g} {unit} for {st.duration_s:g} s "
                       f"(warm-up {st.warmup_s:g} s)", highlight=False)  # fmt: skip
 
 

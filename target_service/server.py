@@ -103,6 +103,12 @@ def main(
     ] = None,
     port: Annotated[int | None, typer.Option(help="Port to bind; 0 picks a free one.")] = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes sharing the port.")] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check", help="Validate the settings (file and APP_* variables) and exit: 0 or 2."
+        ),
+    ] = False,
 ) -> None:
     """Serve the target until interrupted."""
     overrides = {
@@ -117,4 +123,6 @@ def main(
         print(f"target: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
     print("target settings: " + json.dumps(settings.masked()), file=sys.stderr, flush=True)
+    if check:
+        return
     serve(settings)

@@ -13,7 +13,14 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -179,15 +186,13 @@ class TracingSettings(Section):
             data = {**data, "otlp_endpoint": None}
         return data
 
-    @model_validator(mode="after")
-    def _endpoint_is_http(self) -> TracingSettings:
-        if self.otlp_endpoint is not None and not self.otlp_endpoint.startswith(
-            ("http://", "https://")
-        ):
-            raise ValueError(
-                f"otlp_endpoint={self.otlp_endpoint!r} must start with http:// or https://"
-            )
-        return self
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint_is_http(cls, value: str | None) -> str | None:
+        # A field validator, so the error names tracing.otlp_endpoint and its variable.
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
 
 
 class Settings(BaseSettings):

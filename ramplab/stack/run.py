@@ -25,7 +25,8 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from ramplab.campaign import Campaign
+from ramplab import preflight
+from ramplab.campaign import NAME_RULE, Campaign, is_valid_name
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.report import (
@@ -108,22 +109,22 @@ def _interruptible() -> Iterator[_SignalGuard]:
 
 def _run_dir(request: RunRequest) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    if request.run_name is not None and not is_valid_name(request.run_name):
+        raise UsageError("--run-name", f"{request.run_name!r}: {NAME_RULE}")
     name = request.run_name or f"{request.campaign.name}-{stamp}"
     run_dir = request.results_dir / name
     if run_dir.exists():
         raise UsageError("--run-name", f"{run_dir} already exists")
-    (run_dir / "logs").mkdir(parents=True)
+    try:
+        (run_dir / "logs").mkdir(parents=True)
+    except OSError as exc:
+        raise UsageError("--results-dir", f"{request.results_dir}: {exc.strerror}") from None
     return run_dir
 
 
 def _stack_config(request: RunRequest, run_dir: Path, gates: list[str]) -> StackConfig:
     campaign = request.campaign
-    target_env = campaign.target.environment()
-    if request.redis_url:
-        target_env["APP_REDIS_URL"] = request.redis_url
-    config_file = REPO / "configs" / "app.toml"
-    if config_file.is_file():
-        target_env.setdefault("APP_CONFIG_FILE", str(config_file))
+    target_env = preflight.target_env(campaign, request.redis_url)
     args = campaign.locust_args()
     if gates:
         args += ["--ramplab-gate", ";".join(gates)]
@@ -176,6 +177,8 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
     gates = [*campaign.gates, *request.gates]
     parsed_gates = parse_gates(request.gates, field="--gate")
     parsed_gates = parse_gates(campaign.gates, field="gates") + parsed_gates
+    preflight.check_campaign(campaign)
+    preflight.check_gates(campaign, request.gates, "--gate")
     if not request.locustfile.is_file():
         raise UsageError("--locustfile", f"{request.locustfile} does not exist")
     if request.linger_s and not (request.metrics or request.prometheus):

@@ -22,7 +22,7 @@ from ramplab.exporter import (
 )
 from ramplab.record import AttemptRecord, RequestRecord
 from tests.ops.exporter_worker import records
-from tests.support.processes import REPO
+from tests.support.processes import REPO, stop_groups
 from tests.support.scrape import wait_for
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -224,7 +224,7 @@ def worker(seed: int, count: int, *flags: str) -> Iterator[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.ops.exporter_worker", "--seed", str(seed),
          "--records", str(count), *flags],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
+        cwd=REPO, stdout=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
         assert process.stdout is not None
@@ -232,8 +232,7 @@ def worker(seed: int, count: int, *flags: str) -> Iterator[str]:
         assert line.startswith("port="), f"worker printed {line!r}"
         yield f"http://127.0.0.1:{int(line.removeprefix('port='))}/metrics"
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        stop_groups([process], grace_s=10)  # a worker hung in C code is killed, not waited on
         if process.stdout is not None:
             process.stdout.close()
 

@@ -29,6 +29,12 @@ def campaign_file(tmp_path: Path, text: str) -> Path:
         ("shape: {kind: zigzag}\n", "shape.kind"),
         ("shape: '1,2@2s'\nworkers: 3\n", "workers"),
         ("shape: [1, 2\n", "not valid YAML"),
+        # Checked before anything starts: what the fields point to, not only their form.
+        ("shape: '1@2s'\nworkload: {prompts_file: nope.jsonl}\n", "workload.prompts_file"),
+        ("shape: '1@2s'\nworkload: {auth: {mode: jwt, client_secret: s}}\n",
+         "workload.auth.client_id"),
+        ("shape: '1@2s'\ngates: ['ttft_ms.p999 < 800']\n", "gates[0]"),
+        ("shape: '1@2s'\ngates: ['requests > 1', 'steps[1].achieved_qps > 1']\n", "gates[1]"),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("command", ["validate", "run"])
@@ -68,6 +74,35 @@ def test_validate_prints_the_stages(tmp_path: Path) -> None:
     assert "step 0: 4 QPS for 5 s (warm-up 1 s)" in done.stdout
 
 
+def test_validate_of_a_closed_loop_prints_users_not_arrivals(tmp_path: Path) -> None:
+    text = "mode: closed\nsteps:\n  - {qps: 2, hold: 4s}\n  - {qps: 5, hold: 4s, warmup: 1s}\n"
+    done = ramplab(["validate", str(campaign_file(tmp_path, text))])
+    assert done.returncode == 0, done.stderr
+    assert "arrivals" not in done.stdout
+    assert "QPS" not in done.stdout
+    assert "up to 5 users" in done.stdout
+    assert "step 1: 5 users for 4 s (warm-up 1 s)" in done.stdout
+
+
+def test_validate_asks_the_target_about_its_settings(tmp_path: Path) -> None:
+    text = TINY.replace("itl_ms: 5", "itl_ms: -7")
+    assert text != TINY
+    done = ramplab(["validate", str(campaign_file(tmp_path, text))])
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "target.settings" in done.stderr
+    assert "latency.itl_ms" in done.stderr  # the target's own message
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_run_refuses_a_gate_on_no_metric_before_starting(tmp_path: Path) -> None:
+    good = campaign_file(tmp_path, TINY)
+    done = ramplab(["run", str(good), "--gate", "ttft.p99 < 800", "--results-dir", str(tmp_path)])
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--gate[0]" in done.stderr
+    assert "no metric 'ttft'" in done.stderr
+    assert not any(p.is_dir() for p in tmp_path.iterdir()), "a rejected run created a run dir"
+
+
 def test_report_of_a_directory_without_results_exits_2(tmp_path: Path) -> None:
     done = ramplab(["report", str(tmp_path)])
     assert done.returncode == 2
@@ -95,3 +130,26 @@ def test_the_cli_process_imports_neither_locust_nor_the_target() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_results_dir_below_a_file_exits_2_naming_it(tmp_path: Path) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    good = campaign_file(tmp_path, TINY)
+    done = ramplab(["run", str(good), "--results-dir", str(a_file / "x")])
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--results-dir" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", ""])
+def test_run_name_that_is_not_one_plain_name_exits_2(tmp_path: Path, name: str) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    good = campaign_file(tmp_path, TINY)
+    done = ramplab(["run", str(good), "--results-dir", str(results), "--run-name", name])
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--run-name" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["campaign.yaml", "results"]
+    assert not any(results.iterdir()), "a refused run name created a run dir"

@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import httpx
 
@@ -18,7 +19,7 @@ from target_service.embedded_redis import free_port
 REPO = Path(__file__).resolve().parents[2]
 
 
-def stop_groups(processes: Sequence[subprocess.Popen[bytes]], grace_s: float = 15.0) -> None:
+def stop_groups(processes: Sequence[subprocess.Popen[Any]], grace_s: float = 15.0) -> None:
     """SIGTERM the process group of each live process, then SIGKILL any group still up after
     ``grace_s``. Each process must lead its own group (``start_new_session=True``).
 
@@ -88,7 +89,11 @@ class TargetProcess:
             cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
-        wait_http_ok(self.url + "/healthz", timeout_s, self.process)
+        try:
+            wait_http_ok(self.url + "/healthz", timeout_s, self.process)
+        except BaseException:
+            self.stop()  # __exit__ does not run when __enter__ raises: no orphaned target
+            raise
         return self
 
     def stop(self) -> int | None:

@@ -5,26 +5,34 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import orjson
+import pytest
 
 from tests.target.conftest import StartTarget
 
 MODEL = "ramplab-sim-1"
 
 
-# One client for all requests: building an httpx client (its SSL context) costs tens of ms.
-CLIENT = httpx.Client(timeout=30)
+@pytest.fixture(scope="module")
+def client() -> Iterator[httpx.Client]:
+    """One client for all requests: building an httpx client (its SSL context) costs tens of ms.
+    Closed at the end (a module-level client kept its socket open until interpreter exit)."""
+    with httpx.Client(timeout=30) as shared:
+        yield shared
 
 
-def timed_stream(url: str, body: dict[str, object]) -> tuple[float, list[float]]:
+def timed_stream(
+    client: httpx.Client, url: str, body: dict[str, object]
+) -> tuple[float, list[float]]:
     """(time to first content event, arrival times of content events), perf_counter seconds."""
     arrivals: list[float] = []
     buffer = b""
     start = time.perf_counter()
-    with CLIENT.stream("POST", url + "/v1/chat/completions", json=body) as response:
+    with client.stream("POST", url + "/v1/chat/completions", json=body) as response:
         assert response.status_code == 200
         for raw in response.iter_raw():
             now = time.perf_counter()
@@ -36,7 +44,9 @@ def timed_stream(url: str, body: dict[str, object]) -> tuple[float, list[float]]
     return arrivals[0] - start, arrivals
 
 
-def test_prefill_time_grows_per_prompt_token(start_target: StartTarget) -> None:
+def test_prefill_time_grows_per_prompt_token(
+    start_target: StartTarget, client: httpx.Client
+) -> None:
     target = start_target(
         {"APP_LATENCY__PREFILL_OVERHEAD_MS": "30", "APP_LATENCY__PREFILL_PER_TOKEN_MS": "1"}
     )
@@ -49,7 +59,7 @@ def test_prefill_time_grows_per_prompt_token(start_target: StartTarget) -> None:
             "max_tokens": 2,
             "ignore_eos": True,
         }
-        return statistics.median(timed_stream(target.url, body)[0] for _ in range(5))
+        return statistics.median(timed_stream(client, target.url, body)[0] for _ in range(5))
 
     short, long = median_ttft(10), median_ttft(110)
     # 100 more prompt tokens x 1 ms. Network and parsing costs are the same for both and
@@ -59,7 +69,9 @@ def test_prefill_time_grows_per_prompt_token(start_target: StartTarget) -> None:
     assert short >= 0.030 + 0.010  # overhead + 10 tokens: the model's floor, never undercut
 
 
-def test_inter_token_gaps_without_drift_over_512_tokens(start_target: StartTarget) -> None:
+def test_inter_token_gaps_without_drift_over_512_tokens(
+    start_target: StartTarget, client: httpx.Client
+) -> None:
     target = start_target({"APP_LATENCY__ITL_MS": "5"})
     body = {
         "model": MODEL,
@@ -68,7 +80,7 @@ def test_inter_token_gaps_without_drift_over_512_tokens(start_target: StartTarge
         "max_tokens": 512,
         "ignore_eos": True,
     }
-    _, arrivals = timed_stream(target.url, body)
+    _, arrivals = timed_stream(client, target.url, body)
     assert len(arrivals) == 512
     gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     assert abs(statistics.median(gaps) - 0.005) < 0.0015
@@ -81,7 +93,9 @@ def test_inter_token_gaps_without_drift_over_512_tokens(start_target: StartTarge
     assert abs(slope - 0.005) < 0.00005
 
 
-def test_chunk_size_sets_tokens_per_event_and_per_token_gaps(start_target: StartTarget) -> None:
+def test_chunk_size_sets_tokens_per_event_and_per_token_gaps(
+    start_target: StartTarget, client: httpx.Client
+) -> None:
     target = start_target({"APP_LATENCY__ITL_MS": "5"})
     body = {
         "model": MODEL,
@@ -91,14 +105,16 @@ def test_chunk_size_sets_tokens_per_event_and_per_token_gaps(start_target: Start
         "ignore_eos": True,
         "chunk_size": 8,
     }
-    _, arrivals = timed_stream(target.url, body)
+    _, arrivals = timed_stream(client, target.url, body)
     assert len(arrivals) == 8
     gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     # Each event carries 8 tokens due 5 ms apart: 40 ms between events.
     assert abs(statistics.median(gaps) - 0.040) < 0.003
 
 
-def test_event_sleep_accumulates_like_the_studys_pause(start_target: StartTarget) -> None:
+def test_event_sleep_accumulates_like_the_studys_pause(
+    start_target: StartTarget, client: httpx.Client
+) -> None:
     target = start_target({"APP_LATENCY__ITL_MS": "0", "APP_STREAM__EVENT_SLEEP_MS": "10"})
     body = {
         "model": MODEL,
@@ -107,14 +123,14 @@ def test_event_sleep_accumulates_like_the_studys_pause(start_target: StartTarget
         "max_tokens": 20,
         "ignore_eos": True,
     }
-    _, arrivals = timed_stream(target.url, body)
+    _, arrivals = timed_stream(client, target.url, body)
     # 20 events, a 10 ms pause after each: the last arrives >= 190 ms after the first.
     assert arrivals[-1] - arrivals[0] >= 0.190
 
 
-def disclosed_timing(url: str, body: dict[str, object]) -> dict[str, Any]:
+def disclosed_timing(client: httpx.Client, url: str, body: dict[str, object]) -> dict[str, Any]:
     """The target's own ``: ramplab-timing {...}`` comment of one stream."""
-    response = CLIENT.post(url + "/v1/chat/completions", json=body)
+    response = client.post(url + "/v1/chat/completions", json=body)
     assert response.status_code == 200
     prefix = b": ramplab-timing "
     lines = [line for line in response.content.split(b"\n") if line.startswith(prefix)]
@@ -123,7 +139,9 @@ def disclosed_timing(url: str, body: dict[str, object]) -> dict[str, Any]:
     return timing
 
 
-def test_server_paces_below_the_loop_timers_millisecond(start_target: StartTarget) -> None:
+def test_server_paces_below_the_loop_timers_millisecond(
+    start_target: StartTarget, client: httpx.Client
+) -> None:
     """Regression: under uvloop, deadlines read from ``loop.time()`` and ``asyncio.sleep`` woke
     on a 1 ms grid, so at ITL 2.5 ms the target sent gaps of ~2.2 and ~3.2 ms, rarely 2.5."""
     target = start_target({"APP_LATENCY__PREFILL_OVERHEAD_MS": "2.5", "APP_LATENCY__ITL_MS": "2.5"})
@@ -135,7 +153,7 @@ def test_server_paces_below_the_loop_timers_millisecond(start_target: StartTarge
         "ignore_eos": True,
         "timing_detail": True,
     }
-    timings = [disclosed_timing(target.url, body) for _ in range(5)]
+    timings = [disclosed_timing(client, target.url, body) for _ in range(5)]
     # Prefill ends 2.5 ms after admission, itself after arrival: the first token is never sent
     # sooner. A late wake-up on a busy machine only makes it larger.
     assert all(t["ttft_ms"] >= 2.5 for t in timings), [t["ttft_ms"] for t in timings]

@@ -3,6 +3,7 @@ OTLP/HTTP when configured, nothing when not. Real servers on loopback throughout
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -148,7 +149,10 @@ def test_no_tracing_unless_configured(redis_server: EmbeddedRedis) -> None:
 
 def test_an_empty_endpoint_is_off_and_a_bad_one_is_named() -> None:
     assert load_settings(tracing={"otlp_endpoint": ""}).tracing.otlp_endpoint is None
-    with pytest.raises(SettingsError, match="otlp_endpoint='ftp://collector'"):
+    # Named as the nested field with its variable, like every other settings error (it was
+    # "tracing={...whole section...} (env APP_TRACING)").
+    named = re.escape("tracing.otlp_endpoint='ftp://collector' (env APP_TRACING__OTLP_ENDPOINT)")
+    with pytest.raises(SettingsError, match=named):
         load_settings(tracing={"otlp_endpoint": "ftp://collector"})
     done = subprocess.run(
         [sys.executable, "-m", "target_service", "--port", "0"],
@@ -156,7 +160,7 @@ def test_an_empty_endpoint_is_off_and_a_bad_one_is_named() -> None:
         env={**TargetProcess().env, "APP_TRACING__OTLP_ENDPOINT": "collector:4318"},
     )  # fmt: skip
     assert done.returncode == 2
-    assert "APP_TRACING" in done.stderr
+    assert "tracing.otlp_endpoint='collector:4318' (env APP_TRACING__OTLP_ENDPOINT)" in done.stderr
     assert "Traceback" not in done.stderr
 
 
