@@ -22,7 +22,7 @@ system-deps:
 # The 1 -> 100 QPS ramp on the local stack (ramplab run campaigns/demo.yaml); DEMO_ARGS are
 # passed on, e.g. make demo DEMO_ARGS="--workers 3".
 demo: $(STAMP)
-	$(BIN)/python -m ramplab.demo $(DEMO_ARGS)
+	$(BIN)/python -m ramplab.stack.demo $(DEMO_ARGS)
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest

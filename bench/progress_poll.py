@@ -18,8 +18,8 @@ from pathlib import Path
 
 import orjson
 
-from ramplab.record import AttemptRecord, RequestRecord
-from ramplab.shapes import stepped
+from ramplab.load.shapes import stepped
+from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.stack.progress import LiveProgress
 
 BATCH = 100

@@ -37,7 +37,7 @@ import httpx
 import numpy as np
 
 from bench.servers import REPO, target
-from ramplab.shapes import Shape, parse_shape
+from ramplab.load.shapes import Shape, parse_shape
 from target_service.embedded_redis import free_port
 
 RATES = (1, 3, 10, 30, 100, 300)

@@ -17,10 +17,10 @@ import time
 
 from locust import LoadTestShape, constant_throughput
 
-from ramplab import users
-from ramplab.openloop.default_args import cache_default_args
-from ramplab.record import RequestRecord
-from ramplab.shapes import parse_shape
+from ramplab.load.shapes import parse_shape
+from ramplab.measure.record import RequestRecord
+from ramplab.plugin import users
+from ramplab.plugin.default_args import cache_default_args
 
 SHAPE = parse_shape(os.environ.get("BENCH_SHAPE", "1@1s"))
 START = float(os.environ.get("BENCH_START", "0"))

@@ -8,8 +8,8 @@ Distributed: add ``--master --expect-workers N`` here and run N ``--worker`` pro
 ``--ramplab-max-users``).
 """
 
-from ramplab.openloop.shape import RampShape
-from ramplab.openloop.user import RampUser
-from ramplab.stack import reporter as _progress  # noqa: F401 - registers --ramplab-progress-file
+from ramplab.plugin import progress as _progress  # noqa: F401 - registers --ramplab-progress-file
+from ramplab.plugin.ramp_user import RampUser
+from ramplab.plugin.shape import RampShape
 
 __all__ = ["RampShape", "RampUser"]

@@ -7,6 +7,6 @@
 config file or ``RAMPLAB_*`` environment variables.
 """
 
-from ramplab.users import LLMStreamUser
+from ramplab.plugin.users import LLMStreamUser
 
 __all__ = ["LLMStreamUser"]

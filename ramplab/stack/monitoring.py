@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from ramplab.errors import UsageError
-from ramplab.promconfig import shipped_rule_files, write_local_config
+from ramplab.metrics.promconfig import shipped_rule_files, write_local_config
 from ramplab.stack.process import ProcessSpec, free_port
 from ramplab.stack.readiness import HttpReady, Readiness
 

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from rich.table import Table
 
-from ramplab.shapes import Shape
+from ramplab.load.shapes import Shape
 
 __all__ = ["LiveProgress", "StepTally"]
 

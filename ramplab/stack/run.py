@@ -25,11 +25,9 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from ramplab import preflight
-from ramplab.campaign import NAME_RULE, Campaign, is_valid_name
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
-from ramplab.report import (
+from ramplab.results.report import (
     CAMPAIGN_FILE,
     gate_rows,
     interrupted_summary,
@@ -38,7 +36,9 @@ from ramplab.report import (
     save_summary,
     write_report,
 )
-from ramplab.slo import GateReport, evaluate_gates, parse_gates, print_gates
+from ramplab.results.slo import GateReport, evaluate_gates, parse_gates, print_gates
+from ramplab.stack import preflight
+from ramplab.stack.campaign import NAME_RULE, Campaign, is_valid_name
 from ramplab.stack.local import LocalStack, StackConfig, StackError
 from ramplab.stack.monitoring import Monitoring, find_prometheus, loopback_address
 from ramplab.stack.process import free_port

@@ -13,7 +13,7 @@ import random
 import sys
 from collections.abc import Callable
 
-from ramplab.record import AttemptRecord, RequestRecord
+from ramplab.measure.record import AttemptRecord, RequestRecord
 
 KINDS = ("http_status", "timeout", "connect", "stream_incomplete")
 
@@ -83,7 +83,7 @@ def main(argv: list[str]) -> None:
         sleep = time.sleep
     from prometheus_client import CollectorRegistry
 
-    from ramplab.exporter import LoadMetrics, serve
+    from ramplab.metrics.exporter import LoadMetrics, serve
 
     registry = CollectorRegistry()
     metrics = LoadMetrics(registry, run=args.run, scenario="test")

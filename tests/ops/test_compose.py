@@ -21,10 +21,10 @@ import jsonschema
 import pytest
 import yaml
 
-from ramplab import settings
-from ramplab.campaign import load_campaign
-from ramplab.openloop import options as run_options
-from ramplab.shapes import parse_shape
+from ramplab.load.shapes import parse_shape
+from ramplab.options import run as run_options
+from ramplab.options import settings
+from ramplab.stack.campaign import load_campaign
 from tests.support.processes import REPO
 
 COMPOSE = REPO / "docker-compose.yml"

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from ramplab.dashboards import DATASOURCE_UID, all_dashboards, render
-from ramplab.dashboards.__main__ import file_name, main, text
-from ramplab.exporter import LoadMetrics, MasterGauges
+from ramplab.metrics.dashboards import DATASOURCE_UID, all_dashboards, render
+from ramplab.metrics.dashboards.__main__ import file_name, main, text
+from ramplab.metrics.exporter import LoadMetrics, MasterGauges
 from target_service.metrics import TargetMetrics
 from tests.support.processes import REPO
 
@@ -65,7 +65,9 @@ def test_committed_json_is_the_generators_output() -> None:
     dashboards = all_dashboards()
     for dashboard in dashboards:
         path = GRAFANA / "dashboards" / file_name(dashboard)
-        assert path.read_text() == text(dashboard), f"{path} is stale: python -m ramplab.dashboards"
+        assert path.read_text() == text(dashboard), (
+            f"{path} is stale: python -m ramplab.metrics.dashboards"
+        )
     assert len(list((GRAFANA / "dashboards").glob("*.json"))) == len(dashboards)
     assert main(["--check", str(GRAFANA / "dashboards")]) == 0
 

@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ramplab.dashboards import DATASOURCE_UID, all_dashboards, render
-from ramplab.promconfig import local_config, shipped_rule_files
+from ramplab.metrics.dashboards import DATASOURCE_UID, all_dashboards, render
+from ramplab.metrics.promconfig import local_config, shipped_rule_files
 from tests.ops.locust_run import LocustRun
 from tests.ops.prom import PROMETHEUS, PrometheusProcess
 from tests.support.processes import TargetProcess

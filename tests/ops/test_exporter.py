@@ -12,7 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ramplab.exporter import (
+from ramplab.measure.record import AttemptRecord, RequestRecord
+from ramplab.metrics.exporter import (
     GAP_BUCKETS,
     LATENCY_BUCKETS,
     MAX_STEPS,
@@ -20,7 +21,6 @@ from ramplab.exporter import (
     MasterGauges,
     serve,
 )
-from ramplab.record import AttemptRecord, RequestRecord
 from tests.ops.exporter_worker import records
 from tests.support.processes import REPO, stop_groups
 from tests.support.scrape import wait_for

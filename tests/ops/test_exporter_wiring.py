@@ -17,8 +17,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ramplab.arrivals.schedule import build_schedule, make_process
-from ramplab.shapes import parse_shape
+from ramplab.load.arrivals.schedule import build_schedule, make_process
+from ramplab.load.shapes import parse_shape
 from tests.ops.locust_run import LocustRun
 from tests.support.processes import REPO, TargetProcess
 from tests.support.scrape import wait_for

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from ramplab.exporter import LoadMetrics, serve
-from ramplab.promconfig import PromConfigError, local_config, shipped_rule_files
+from ramplab.metrics.exporter import LoadMetrics, serve
+from ramplab.metrics.promconfig import PromConfigError, local_config, shipped_rule_files
 from tests.ops.exporter_worker import records
 from tests.ops.prom import PROMETHEUS, PROMTOOL, PrometheusProcess
 from tests.support.processes import REPO

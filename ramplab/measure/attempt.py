@@ -1,0 +1,389 @@
+"""One measured HTTP attempt: send a chat completion, read the stream, stamp every event.
+
+The clock is read the moment ``iter_raw()`` hands over bytes and before they are parsed
+(``sse.py``). Failures never raise out of here: each becomes an ``AttemptResult`` with a named
+``error_kind`` and whatever timings were taken before it happened.
+
+Error kinds (``docs/metrics.md``): ``http_status`` (an HTTP error status before the stream),
+``auth_error`` (401/403), ``no_done`` (stream ended without ``[DONE]``), ``stream_error`` (an error
+event inside the stream), ``malformed_json``, ``connection_dropped`` (the connection broke
+mid-response), ``timeout`` (connect, read or the request's total budget), ``connect_error``,
+``tls_error`` (handshake or certificate verification failed), ``integrity`` (asked to verify the
+response's signature or text, and it is missing or does not match: ``integrity.py``).
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+
+from ramplab.measure.client import PhaseTrace, TimedStream
+from ramplab.measure.integrity import (
+    ERROR_KIND,
+    SIGNATURE_COMMENT,
+    IntegrityError,
+    Signature,
+    Verifier,
+)
+from ramplab.measure.sse import SSEEvent, SSEParser
+
+Clock = Callable[[], float]
+TIMING_COMMENT = "ramplab-timing"
+
+
+@dataclass(slots=True)
+class TokenEvent:
+    """An SSE event that carried output text."""
+
+    at: float  # monotonic seconds (arrival of the event's first byte)
+    text: str
+
+
+@dataclass(slots=True)
+class AttemptResult:
+    """Everything one attempt observed; monotonic seconds unless named ``_ms``."""
+
+    sent_at: float  # monotonic, just before the request was handed to httpx
+    sent_epoch: float
+    status: int | None = None
+    error_kind: str | None = None
+    error_detail: str | None = None
+    ended_at: float = 0.0
+    headers_at: float | None = None
+    first_byte_at: float | None = None
+    token_events: list[TokenEvent] = field(default_factory=list)
+    events: int = 0
+    bytes_received: int = 0
+    saw_done: bool = False
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None  # from the server's usage
+    server_timing_ms: dict[str, float] = field(default_factory=dict)
+    server_tokens_per_event: int | None = None  # declared by the server (target extension)
+    server_events_ms: list[float] = field(default_factory=list)  # disclosed send times
+    phases_ms: dict[str, float] = field(default_factory=dict)
+    retry_after_s: float | None = None
+    connected: bool = False
+    # For integrity checks (integrity.py): the text exactly as signed, and the signature.
+    completion_id: str | None = None
+    content_parts: list[str] = field(default_factory=list)
+    signature: Signature | None = None
+    signature_problem: str | None = None  # a signature was sent but could not be read
+    integrity: str | None = None  # "verified" once checked; None when not asked for
+    seed: int | None = None  # the request's seed, else the one the server reports
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+
+def parse_server_timing(header: str) -> dict[str, float]:
+    """``Server-Timing: queue;dur=1.2, prefill;dur=3.4`` → ``{"queue": 1.2, "prefill": 3.4}``."""
+    out: dict[str, float] = {}
+    for metric in header.split(","):
+        name, *params = (part.strip() for part in metric.split(";"))
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "dur" and name:
+                try:
+                    out[name] = float(value.strip().strip('"'))
+                except ValueError:
+                    continue
+    return out
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """``retry-after-ms`` first (as the openai SDK does), then ``Retry-After`` in seconds."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(float(ms), 0.0) / 1000.0
+        except ValueError:
+            pass
+    seconds = headers.get("retry-after")
+    if seconds is not None:
+        try:
+            return max(float(seconds), 0.0)
+        except ValueError:
+            return None  # an HTTP date: rare for APIs, and not worth a clock dependency here
+    return None
+
+
+def _error_kind_for(exc: httpx.HTTPError, started_body: bool) -> str:
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout"
+    if isinstance(exc, httpx.ConnectError):
+        cause: BaseException | None = exc
+        while cause is not None:
+            if isinstance(cause, ssl.SSLError):
+                return "tls_error"
+            cause = cause.__cause__ or cause.__context__
+        return "connect_error"
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return "connection_dropped" if started_body else "connect_error"
+    return "connection_dropped" if started_body else "connect_error"
+
+
+def _content_text(chunk: Mapping[str, Any]) -> str:
+    text = ""
+    for choice in chunk.get("choices") or ():
+        if not isinstance(choice, Mapping):
+            continue
+        delta = choice.get("delta") or {}
+        if isinstance(delta, Mapping):
+            for key in ("content", "reasoning_content"):
+                value = delta.get(key)
+                if isinstance(value, str):
+                    text += value
+        value = choice.get("text")  # legacy completions stream
+        if isinstance(value, str):
+            text += value
+    return text
+
+
+def _collect_content(result: AttemptResult, chunk: Mapping[str, Any]) -> None:
+    # Only ``delta.content`` of the first choice: exactly what the target signs.
+    choices = chunk.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        delta = choices[0].get("delta")
+        if isinstance(delta, Mapping) and isinstance(delta.get("content"), str):
+            result.content_parts.append(delta["content"])
+
+
+class _StreamFailure(Exception):
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+def _apply_usage(result: AttemptResult, usage: Any) -> None:
+    if isinstance(usage, Mapping):
+        prompt = usage.get("prompt_tokens")
+        completion = usage.get("completion_tokens")
+        if isinstance(prompt, int):
+            result.prompt_tokens = prompt
+        if isinstance(completion, int):
+            result.completion_tokens = completion
+
+
+def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
+    if event.comment is not None:
+        name, _, payload = event.comment.partition(" ")
+        if name == SIGNATURE_COMMENT:
+            try:
+                result.signature = Signature.from_comment(payload)
+            except IntegrityError as exc:
+                result.signature_problem = str(exc)
+        elif name == TIMING_COMMENT:
+            try:
+                timing = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                return  # an extension we cannot read is ignored, never a failure
+            if isinstance(timing, dict):
+                for key, value in timing.items():
+                    if key.endswith("_ms") and isinstance(value, int | float):
+                        result.server_timing_ms[key.removesuffix("_ms")] = float(value)
+                events = timing.get("events_ms")
+                if isinstance(events, list) and all(isinstance(v, int | float) for v in events):
+                    result.server_events_ms = [float(v) for v in events]
+                seed = timing.get("seed")
+                if isinstance(seed, int) and result.seed is None:
+                    result.seed = seed
+                chunk_size = timing.get("chunk_size")
+                if isinstance(chunk_size, int) and chunk_size > 0:
+                    result.server_tokens_per_event = chunk_size
+        return
+    result.events += 1
+    if event.event == "error":
+        raise _StreamFailure("stream_error", event.data[:500])
+    if event.data.strip() == "[DONE]":
+        result.saw_done = True
+        return
+    try:
+        chunk = orjson.loads(event.data)
+    except orjson.JSONDecodeError as exc:
+        raise _StreamFailure("malformed_json", f"{exc}: {event.data[:200]!r}") from None
+    if not isinstance(chunk, dict):
+        raise _StreamFailure("malformed_json", f"event is not a JSON object: {event.data[:200]!r}")
+    if "error" in chunk and not chunk.get("choices"):
+        raise _StreamFailure("stream_error", event.data[:500])
+    _apply_usage(result, chunk.get("usage"))
+    if result.completion_id is None and isinstance(chunk.get("id"), str):
+        result.completion_id = chunk["id"]
+    _collect_content(result, chunk)
+    text = _content_text(chunk)
+    if text:
+        result.token_events.append(TokenEvent(event.first_byte_at, text))
+
+
+def run_attempt(
+    client: httpx.Client,
+    url: str,
+    body: Mapping[str, Any],
+    headers: Mapping[str, str],
+    total_timeout_s: float | None,
+    clock: Clock = time.perf_counter,
+    wall: Clock = time.time,
+) -> AttemptResult:
+    """Send one chat completion and measure it; never raises for network or protocol failures."""
+    trace = PhaseTrace(clock)
+    payload = orjson.dumps(body)
+    stream = bool(body.get("stream", False))
+    result = AttemptResult(sent_at=clock(), sent_epoch=wall())
+    if isinstance(body.get("seed"), int):
+        result.seed = body["seed"]
+    deadline = None if total_timeout_s is None else result.sent_at + total_timeout_s
+    started_body = False
+    try:
+        request = client.build_request(
+            "POST",
+            url,
+            content=payload,
+            headers={"content-type": "application/json", **headers},
+            extensions={"trace": trace},
+        )
+        response = client.send(request, stream=True)
+        try:
+            result.headers_at = trace.headers_at or clock()
+            stream_of = response.extensions.get("network_stream")
+            arrivals = stream_of if isinstance(stream_of, TimedStream) else None
+            if arrivals is not None and arrivals.arrived_at is not None:
+                result.headers_at = min(result.headers_at, arrivals.arrived_at)
+            result.status = response.status_code
+            timing = response.headers.get("server-timing")
+            if timing:
+                result.server_timing_ms.update(parse_server_timing(timing))
+            result.retry_after_s = parse_retry_after(response.headers)
+            started_body = True
+            if response.status_code >= 400:
+                body_bytes = response.read()
+                result.bytes_received = len(body_bytes)
+                auth = response.status_code in (401, 403)
+                result.error_kind = "auth_error" if auth else "http_status"
+                result.error_detail = body_bytes[:500].decode("utf-8", errors="replace")
+            elif stream:
+                _read_stream(response, result, clock, deadline, arrivals)
+            else:
+                _read_whole(response, result, clock, deadline, arrivals)
+        finally:
+            response.close()
+    except _StreamFailure as exc:
+        result.error_kind, result.error_detail = exc.kind, exc.detail
+    except httpx.HTTPError as exc:
+        result.error_kind = _error_kind_for(exc, started_body)
+        result.error_detail = f"{type(exc).__name__}: {exc}"
+    result.ended_at = clock()
+    result.phases_ms = trace.phases_ms()
+    went_out = trace.went_out
+    if went_out is not None and went_out > result.sent_at:
+        # "Sent" is when the request reached the network (a new connection's connect, or the
+        # first header byte on a kept-alive one); the client's own time before it — building
+        # the request, waiting for the pool or for its greenlet's turn — is the "client" phase.
+        result.phases_ms["client"] = (went_out - result.sent_at) * 1000.0
+        result.sent_epoch += went_out - result.sent_at
+        result.sent_at = went_out
+    result.connected = trace.connected
+    return result
+
+
+def _check_deadline(now: float, deadline: float | None) -> None:
+    if deadline is not None and now > deadline:
+        raise _StreamFailure("timeout", "the request's total timeout passed mid-response")
+
+
+def _arrival(now: float, arrivals: TimedStream | None) -> float:
+    """When the bytes just handed over reached this host: the kernel's stamp when there is one."""
+    if arrivals is not None and arrivals.arrived_at is not None:
+        return min(now, arrivals.arrived_at)
+    return now
+
+
+def _read_stream(
+    response: httpx.Response,
+    result: AttemptResult,
+    clock: Clock,
+    deadline: float | None,
+    arrivals: TimedStream | None = None,
+) -> None:
+    parser = SSEParser()
+    for raw in response.iter_raw():
+        now = _arrival(clock(), arrivals)  # before anything else touches the bytes
+        if result.first_byte_at is None:
+            result.first_byte_at = now
+        result.bytes_received += len(raw)
+        for event in parser.feed(raw, now):
+            _handle_event(result, event)
+        _check_deadline(now, deadline)
+    if not result.saw_done:
+        detail = "stream ended without data: [DONE]"
+        if parser.has_partial:
+            detail += " (cut inside an event)"
+        raise _StreamFailure("no_done", detail)
+
+
+def _read_whole(
+    response: httpx.Response,
+    result: AttemptResult,
+    clock: Clock,
+    deadline: float | None,
+    arrivals: TimedStream | None = None,
+) -> None:
+    parts: list[bytes] = []
+    for raw in response.iter_raw():
+        now = _arrival(clock(), arrivals)
+        if result.first_byte_at is None:
+            result.first_byte_at = now
+        result.bytes_received += len(raw)
+        parts.append(raw)
+        _check_deadline(now, deadline)
+    done_at = _arrival(clock(), arrivals)
+    try:
+        data = orjson.loads(b"".join(parts))
+    except orjson.JSONDecodeError as exc:
+        raise _StreamFailure("malformed_json", str(exc)) from None
+    if not isinstance(data, dict):
+        raise _StreamFailure("malformed_json", "response body is not a JSON object")
+    _apply_usage(result, data.get("usage"))
+    if isinstance(data.get("id"), str):
+        result.completion_id = data["id"]
+    try:
+        result.signature = Signature.from_headers(response.headers)
+    except IntegrityError as exc:
+        result.signature_problem = str(exc)
+    text = ""
+    for choice in data.get("choices") or ():
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            text += message["content"]
+    result.events = 1
+    result.saw_done = True
+    result.content_parts.append(text)
+    if text:
+        result.token_events.append(TokenEvent(done_at, text))
+
+
+def verify_attempt(result: AttemptResult, verifier: Verifier) -> None:
+    """Check a successful attempt's signature; a failure turns it into an ``integrity`` error."""
+    if not result.ok:
+        return
+    try:
+        if result.signature_problem is not None:
+            raise IntegrityError(result.signature_problem)
+        verifier.check(
+            result.completion_id,
+            "".join(result.content_parts),
+            result.signature,
+            result.seed,
+            result.completion_tokens,
+        )
+    except IntegrityError as exc:
+        result.error_kind, result.error_detail = ERROR_KIND, str(exc)
+        result.integrity = "failed"
+        return
+    result.integrity = "verified"

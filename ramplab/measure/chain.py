@@ -1,0 +1,285 @@
+"""A request's attempt chain: auth, retries through a ``RetryPolicy``, and the record it leaves.
+
+Independent of Locust on purpose, so the measurement can be driven (and tested) from plain
+threads; ``users.py`` adapts it to Locust's events.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from ramplab.measure.attempt import AttemptResult, run_attempt, verify_attempt
+from ramplab.measure.auth import AuthError
+from ramplab.measure.integrity import Verifier
+from ramplab.measure.record import AttemptRecord, RequestRecord
+from ramplab.measure.tokens import ApproxTokenCounter, TokenCounter
+from ramplab.retry.base import AttemptOutcome, NoRetry, RetryPolicy
+
+Clock = Callable[[], float]
+
+
+class Auth(Protocol):
+    """Credentials for each attempt (``auth.py`` has the implementations)."""
+
+    def headers(self) -> dict[str, str]:
+        """Headers to add to the next attempt (may fetch or refresh a token)."""
+        ...
+
+    def refresh(self) -> bool:
+        """After a 401: get new credentials; True when one more attempt with them makes sense."""
+        ...
+
+
+class NoAuth:
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def refresh(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    url: str  # full URL of the chat completions endpoint
+    total_timeout_s: float | None = None
+
+
+def allocate_tokens(
+    texts: list[str], total: int | None, per_event: int | None, counter: TokenCounter
+) -> list[int]:
+    """Tokens carried by each token-bearing event, summing to ``total`` when it is known.
+
+    In order of preference: the server's declared tokens per event (last event takes the
+    remainder); one per event when the server's total equals the event count; the tokenizer's
+    counts scaled to the server's total (largest remainder); the tokenizer's counts alone.
+    """
+    n = len(texts)
+    if n == 0:
+        return []
+    if per_event is not None and total is not None and per_event * (n - 1) < total <= per_event * n:
+        return [per_event] * (n - 1) + [total - per_event * (n - 1)]
+    if total is not None and total == n:
+        return [1] * n
+    counts = [max(counter.count(text), 1) for text in texts]
+    if total is None or total < n:
+        return counts
+    scale = total / sum(counts)
+    raw = [c * scale for c in counts]
+    out = [max(int(r), 1) for r in raw]
+    order = sorted(range(n), key=lambda i: raw[i] - int(raw[i]), reverse=True)
+    i = 0
+    while sum(out) < total and i < 10 * n:
+        out[order[i % n]] += 1
+        i += 1
+    return out
+
+
+def _attempt_record(number: int, result: AttemptResult, waited_s: float) -> AttemptRecord:
+    return AttemptRecord(
+        attempt=number,
+        start=result.sent_epoch,
+        status=result.status,
+        error_kind=result.error_kind,
+        duration_ms=(result.ended_at - result.sent_at) * 1000.0,
+        retry_after_s=result.retry_after_s,
+        wait_before_ms=waited_s * 1000.0,
+    )
+
+
+class RequestChain:
+    """Runs one request (all its attempts) and turns what it saw into a ``RequestRecord``."""
+
+    def __init__(
+        self,
+        client: httpx.Client,
+        endpoint: Endpoint,
+        auth: Auth | None = None,
+        retry: RetryPolicy | None = None,
+        counter: TokenCounter | None = None,
+        worker: str = "local",
+        clock: Clock = time.perf_counter,
+        wall: Clock = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        verifier: Verifier | None = None,
+    ) -> None:
+        self.client = client
+        self.endpoint = endpoint
+        self.auth: Auth = auth or NoAuth()
+        self.retry: RetryPolicy = retry or NoRetry()
+        self.counter: TokenCounter = counter or ApproxTokenCounter()
+        self.worker = worker
+        self.clock = clock
+        self.wall = wall
+        self.sleep = sleep
+        self.verifier = verifier  # content integrity, only when asked for (integrity.py)
+
+    def run(
+        self,
+        body: Mapping[str, Any],
+        headers: Mapping[str, str] | None = None,
+        intended_start: float | None = None,
+        step: int | None = None,
+        target_qps: float | None = None,
+    ) -> RequestRecord:
+        """One request; ``intended_start`` is on this chain's monotonic ``clock`` (None: now)."""
+        now = self.clock()
+        intended = now if intended_start is None else intended_start
+        intended_epoch = self.wall() - (now - intended)
+        log: list[AttemptRecord] = []
+        last: AttemptResult | None = None
+        first_sent: float | None = None
+        waited = 0.0
+        refreshed = False
+        number = 0
+        while number < 1000:  # bounded; policies stop far earlier
+            number += 1
+            if not self.retry.admit():
+                return self._rejected(
+                    intended, intended_epoch, log, last, first_sent, step, target_qps
+                )
+            try:
+                extra = {**(headers or {}), **self.auth.headers()}
+            except AuthError as exc:
+                result = AttemptResult(sent_at=self.clock(), sent_epoch=self.wall())
+                result.error_kind, result.error_detail = "auth_error", str(exc)
+                result.ended_at = result.sent_at
+            else:
+                result = run_attempt(
+                    self.client,
+                    self.endpoint.url,
+                    body,
+                    extra,
+                    self.endpoint.total_timeout_s,
+                    self.clock,
+                    self.wall,
+                )
+                if self.verifier is not None:
+                    verify_attempt(result, self.verifier)
+            if first_sent is None:
+                first_sent = result.sent_at
+            log.append(_attempt_record(number, result, waited))
+            waited = 0.0
+            last = result
+            if result.status == 401 and not refreshed and self.auth.refresh():
+                refreshed = True  # new credentials, one more try; not a server failure
+                continue
+            outcome = AttemptOutcome(
+                number, result.ok, result.status, result.error_kind, result.retry_after_s
+            )
+            self.retry.record(outcome)
+            if result.ok:
+                break
+            delay = self.retry.next_delay(outcome)
+            if delay is None:
+                break
+            waited = max(delay, 0.0)
+            self.sleep(waited)
+        assert last is not None
+        assert first_sent is not None
+        return self._record(intended, intended_epoch, first_sent, log, last, step, target_qps)
+
+    def _rejected(
+        self,
+        intended: float,
+        intended_epoch: float,
+        log: list[AttemptRecord],
+        last: AttemptResult | None,
+        first_sent: float | None,
+        step: int | None,
+        target_qps: float | None,
+    ) -> RequestRecord:
+        if last is not None and first_sent is not None:
+            record = self._record(intended, intended_epoch, first_sent, log, last, step, target_qps)
+        else:
+            now = self.clock()
+            record = RequestRecord(
+                request_id=uuid.uuid4().hex,
+                worker=self.worker,
+                intended_start=intended_epoch,
+                actual_start=intended_epoch + (now - intended),
+                ok=False,
+                status=None,
+                error_kind=None,
+                step=step,
+                target_qps=target_qps,
+                attempts=0,
+                total_ms=(now - intended) * 1000.0,
+                lateness_ms=(now - intended) * 1000.0,
+            )
+        record.ok = False
+        record.error_kind = "client_throttled"
+        return record
+
+    def _record(
+        self,
+        intended: float,
+        intended_epoch: float,
+        first_sent: float,
+        log: list[AttemptRecord],
+        last: AttemptResult,
+        step: int | None,
+        target_qps: float | None,
+    ) -> RequestRecord:
+        ms = 1000.0
+        record = RequestRecord(
+            request_id=uuid.uuid4().hex,
+            worker=self.worker,
+            intended_start=intended_epoch,
+            actual_start=intended_epoch + (first_sent - intended),
+            ok=last.ok,
+            status=last.status,
+            error_kind=last.error_kind,
+            step=step,
+            target_qps=target_qps,
+            attempts=len(log),
+            attempt_log=log,
+            total_ms=(last.ended_at - intended) * ms,
+            lateness_ms=(first_sent - intended) * ms,
+            server_timing_ms=dict(last.server_timing_ms),
+            prompt_tokens=last.prompt_tokens,
+            bytes_received=last.bytes_received,
+            events=last.events,
+            error_detail=last.error_detail,
+            integrity=last.integrity,
+            server_events_ms=list(last.server_events_ms),
+        )
+        phases = dict(last.phases_ms)
+        if last.headers_at is not None:
+            # The response's first byte is its status line; httpcore reads the head in one go.
+            record.ttfb_ms = (last.headers_at - last.sent_at) * ms
+        events = last.token_events
+        if events:
+            first, final = events[0].at, events[-1].at
+            record.ttft_ms = (first - intended) * ms
+            record.ttft_send_ms = (first - last.sent_at) * ms
+            record.ttlt_ms = (final - intended) * ms
+            record.ttlt_send_ms = (final - last.sent_at) * ms
+            if last.headers_at is not None:
+                phases["first_token"] = (first - last.headers_at) * ms
+            phases["stream"] = (final - first) * ms
+            usage_total = last.completion_tokens if last.ok or last.saw_done else None
+            counts = allocate_tokens(
+                [e.text for e in events], usage_total, last.server_tokens_per_event, self.counter
+            )
+            itl: list[float] = []
+            for prev, event, tokens in zip(events, events[1:], counts[1:], strict=False):
+                gap = (event.at - prev.at) * ms / tokens
+                itl.extend([gap] * tokens)
+            record.itl_ms = itl
+            if usage_total is not None:
+                record.output_tokens, record.output_tokens_source = usage_total, "usage"
+            else:
+                record.output_tokens, record.output_tokens_source = sum(counts), "tokenizer"
+            record.tokens_per_event = counts
+            if record.output_tokens and record.output_tokens > 1:
+                record.tpot_ms = (record.ttlt_ms - record.ttft_ms) / (record.output_tokens - 1)
+        elif last.completion_tokens is not None:
+            record.output_tokens, record.output_tokens_source = last.completion_tokens, "usage"
+        record.phases_ms = phases
+        return record

@@ -1,0 +1,223 @@
+"""The master's side: the plan, membership epochs, user sizing, the run's end, summary and gates.
+
+The plan starts ``LEAD_S`` in the future so every worker has it (and its first users) before the
+first arrival is due. A greenlet watches the live workers; when one joins or goes missing (Locust
+marks a worker missing after ~3 s without heartbeats) a new epoch starts ``EPOCH_GRACE_S`` ahead
+and the whole plan is broadcast again: the remaining workers re-split the rest of the schedule, so
+the rate is kept. Arrivals dealt to a worker that died before the re-split are lost with it; the
+summary reports them per step as ``lost`` (scheduled − dispatched − dropped).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any
+
+import gevent
+import httpx
+from locust.runners import STATE_MISSING, MasterRunner
+
+from ramplab.errors import UsageError
+from ramplab.exitcodes import ExitCode
+from ramplab.load.arrivals.schedule import build_schedule, make_process
+from ramplab.load.outage import (
+    RECOVERY_THRESHOLD,
+    RECOVERY_WINDOW_S,
+    schedule_outage,
+)
+from ramplab.load.plan import PLAN_MESSAGE, Plan
+from ramplab.load.shapes import Shape
+from ramplab.load.sizing import DEFAULT_MAX_LOSS, STALL_S, UserSizer
+from ramplab.options.run import RunOptions
+from ramplab.results.steps import count_measured, recovery_time_s, summarize
+from ramplab.results.writer import load_records
+
+LEAD_S = 2.0
+EPOCH_GRACE_S = 0.5
+WATCH_S = 0.5
+log = logging.getLogger("ramplab.plugin")
+
+
+class MasterEngine:
+    def __init__(self, runner: Any, options: RunOptions, local_worker: str | None) -> None:
+        assert options.shape is not None
+        self.runner = runner
+        self.options = options
+        self.shape: Shape = options.shape
+        self.local_worker = local_worker  # set when master and worker share one process
+        self.plan: Plan | None = None
+        self.progress: dict[str, dict[str, Any]] = {}
+        self.sizer = UserSizer(
+            max_users=options.max_users,
+            headroom=options.headroom,
+            default_duration_s=options.duration_prior_s,
+            max_loss=DEFAULT_MAX_LOSS,
+            stall_s=STALL_S,
+        )
+        self.users = 0
+        self.outage_end_epoch: float | None = None
+        self.outage_error: str | None = None  # the run stops at once when set
+        self.outage_exit = ExitCode.OK
+        self._watcher: gevent.Greenlet | None = None
+
+    # -- membership -----------------------------------------------------------------------
+    def live_workers(self) -> list[str]:
+        if not isinstance(self.runner, MasterRunner):
+            return [self.local_worker or "local"]
+        return sorted(
+            str(node.id) for node in self.runner.clients.values() if node.state != STATE_MISSING
+        )
+
+    def start(self) -> Plan:
+        if self.plan is None:
+            opts = self.options
+            self.plan = Plan(
+                start_epoch=time.time() + LEAD_S,
+                shape=opts.shape_text,
+                arrivals=opts.arrivals,
+                seed=opts.seed,
+                mode=opts.mode,
+                overflow=opts.overflow,
+                epochs=[(0.0, self.live_workers())],
+            )
+            log.info(
+                "plan: %s, start in %.1f s, workers %s", opts.shape_text, LEAD_S, self.plan.epochs
+            )
+            self.broadcast()
+            self._schedule_outage(self.plan.start_epoch)
+            self._watcher = gevent.spawn(self._watch)
+        return self.plan
+
+    def _schedule_outage(self, run_start: float) -> None:
+        outage = self.options.outage
+        if outage is None:
+            return
+        host = str(self.runner.environment.host or "")
+        try:
+            self.outage_end_epoch = schedule_outage(
+                host, self.options.admin_token, outage, run_start
+            )
+        except UsageError as exc:
+            self.outage_error, self.outage_exit = str(exc), ExitCode.USAGE
+            log.error("%s", self.outage_error)
+        except (RuntimeError, httpx.HTTPError) as exc:
+            self.outage_error = f"scheduling the outage on {host} failed: {exc}"
+            self.outage_exit = ExitCode.RUN_FAILED
+            log.error("%s", self.outage_error)
+
+    def broadcast(self) -> None:
+        assert self.plan is not None
+        self.runner.send_message(PLAN_MESSAGE, self.plan.to_message())
+
+    def _watch(self) -> None:
+        while True:
+            gevent.sleep(WATCH_S)
+            plan = self.plan
+            if plan is None:
+                continue
+            live = self.live_workers()
+            if live and live != plan.epochs[-1][1]:
+                change_s = max(0.0, time.time() - plan.start_epoch) + EPOCH_GRACE_S
+                plan.epochs.append((change_s, live))
+                log.warning("workers now %s: re-split from %.1f s", live, change_s)
+                self.broadcast()
+
+    def on_progress(self, data: dict[str, Any]) -> None:
+        self.progress[str(data["worker"])] = data
+        self.sizer.observe_many(float(d) for d in data.get("durations_s") or ())
+
+    # -- the shape's questions --------------------------------------------------------------
+    def elapsed(self) -> float:
+        return time.time() - self.start().start_epoch
+
+    def wanted_users(self, elapsed: float) -> int:
+        """Users for the current (and next) stage; never fewer than before, so none is killed
+        in the middle of a request when the rate steps down."""
+        stage = self.shape.stage_at(max(0.0, elapsed))
+        if self.options.mode == "closed":
+            # Closed loop: the stage's rate *is* the concurrency, down steps included; no look
+            # ahead, or the last second of a stage would run at the next one's concurrency.
+            self.users = min(self.options.max_users, math.ceil(stage.rate if stage else 0.0))
+            return self.users
+        upcoming = self.shape.stage_at(max(0.0, elapsed) + 1.0)
+        rates = [s.rate for s in (stage, upcoming) if s is not None]
+        rate = max(rates) if rates else 0.0
+        workers = max(1, len(self.live_workers()))
+        wanted = max(workers, self.sizer.users(rate, workers))
+        self.users = min(self.options.max_users, max(self.users, wanted))
+        return self.users
+
+    def finished(self, elapsed: float) -> bool:
+        if self.outage_error is not None:
+            return True
+        if elapsed < self.shape.duration_s:
+            return False
+        live = set(self.live_workers())
+        reports = [p for w, p in self.progress.items() if w in live]
+        idle = all(p.get("busy", 0) == 0 and p.get("pending", 0) == 0 for p in reports)
+        return idle or elapsed > self.shape.duration_s + self.options.drain_s
+
+    # -- results ----------------------------------------------------------------------------
+    def summary(self, requests_path: Any) -> dict[str, Any]:
+        """Per-step figures from the records written, with scheduled/dropped/lost counts."""
+        plan = self.plan
+        if plan is None:
+            return {}
+        records = load_records(requests_path)
+        if not self.options.slo.empty:
+            self.options.slo.apply(records)
+        stages = len(self.shape.stages)
+        dispatched = [0] * stages
+        dropped = [0] * stages
+        by_worker: list[dict[str, dict[str, int]]] = [{} for _ in range(stages)]
+        for worker, report in sorted(self.progress.items()):
+            for index, (sent, lost) in enumerate(
+                zip(report["dispatched"], report["dropped"], strict=True)
+            ):
+                dispatched[index] += sent
+                dropped[index] += lost
+                by_worker[index][worker] = {"dispatched": sent, "dropped": lost}
+        scheduled: list[int] | None = None
+        if plan.mode == "open":
+            schedule = build_schedule(self.shape, make_process(plan.arrivals), plan.seed)
+            scheduled = count_measured(schedule.offsets, self.shape)
+        result = summarize(
+            records, self.shape, plan.start_epoch, scheduled, dropped if scheduled else None
+        )
+        for index, step in enumerate(result["steps"]):
+            step["dispatched"] = dispatched[index]
+            step["by_worker"] = by_worker[index]
+            if scheduled is not None:
+                step["lost"] = max(0, scheduled[index] - dispatched[index] - dropped[index])
+            if plan.mode == "closed":
+                step["target_users"] = step["target_qps"]
+                step["target_qps"] = None
+        if self.options.outage is not None and self.outage_end_epoch is not None:
+            outage = self.options.outage
+            result["outage"] = {
+                "start_s": outage.start_s,
+                "end_s": outage.end_s,
+                "recovery_window_s": RECOVERY_WINDOW_S,
+                "recovery_threshold": RECOVERY_THRESHOLD,
+                "recovery_s": recovery_time_s(
+                    records,
+                    self.outage_end_epoch,
+                    window_s=RECOVERY_WINDOW_S,
+                    threshold=RECOVERY_THRESHOLD,
+                    use_goodput=not self.options.slo.empty,
+                ),
+            }
+        result.update(
+            {
+                "mode": plan.mode,
+                "shape": plan.shape,
+                "arrivals": plan.arrivals,
+                "seed": plan.seed,
+                "run_start": plan.start_epoch,
+                "workers": plan.epochs,
+                "retry": self.options.retry_spec,
+            }
+        )
+        return result

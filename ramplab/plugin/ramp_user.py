@@ -1,0 +1,96 @@
+"""``RampUser``: a streaming user whose requests come from the pacer (open) or the stage clock."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gevent
+from locust import task
+
+from ramplab.load.pacer import Arrival
+from ramplab.measure.record import RequestRecord
+from ramplab.plugin.ramp_hooks import worker_for
+from ramplab.plugin.users import LLMStreamUser
+from ramplab.plugin.worker import WorkerEngine
+from ramplab.retry.base import RetryPolicy
+
+IDLE_S = 0.05
+
+
+class RampUser(LLMStreamUser):
+    """Open mode: parks until the pacer hands it an arrival, then measures from its due time.
+    Closed mode: loops back to back, each request tagged with the stage it started in."""
+
+    def __init__(self, environment: Any) -> None:
+        self.engine: WorkerEngine | None = worker_for(environment)
+        self._arrival: Arrival | None = None
+        super().__init__(environment)
+
+    def make_retry_policy(self) -> RetryPolicy:
+        setup = getattr(self.environment, "_ramplab_retry", None)
+        return setup.policy() if setup is not None else super().make_retry_policy()
+
+    def finish_record(self, record: RequestRecord) -> None:
+        arrival, engine = self._arrival, self.engine
+        if arrival is not None and engine is not None and engine.plan is not None:
+            # The schedule's own epoch time, not one converted back from perf_counter(): the
+            # summary places records in steps by it and counts scheduled arrivals by the exact
+            # offset, so both must use the same number or boundary arrivals flip steps.
+            exact = engine.plan.start_epoch + arrival.offset_s
+            shift = exact - record.intended_start
+            record.arrival = arrival.index
+            record.intended_start = exact
+            record.actual_start += shift
+            for attempt in record.attempt_log:
+                attempt.start += shift
+        slo = getattr(self.environment, "_ramplab_slo", None)
+        if slo is not None and not slo.empty:
+            record.slo_ok = slo.meets(record)
+        if self.engine is not None:
+            self.engine.observe(record)
+
+    @task
+    def chat(self) -> None:
+        engine = self.engine
+        if engine is None or engine.plan is None or engine.shape is None:
+            gevent.sleep(IDLE_S)  # the plan has not arrived yet
+            return
+        if engine.plan.mode == "closed":
+            self._closed_loop(engine)
+            return
+        arrival = engine.dispatcher.wait()
+        if arrival is None or engine.schedule is None:
+            gevent.sleep(IDLE_S * 10)  # the run is over; Locust stops us soon
+            return
+        stage = engine.shape.stages[int(engine.schedule.stages[arrival.index])]
+        self._arrival = arrival
+        try:
+            self.run_request(
+                intended_start=arrival.intended, step=stage.index, target_qps=stage.rate
+            )
+        finally:
+            self._arrival = None
+            engine.dispatcher.done()
+
+    def _closed_loop(self, engine: WorkerEngine) -> None:
+        now = time.perf_counter()
+        if now < engine.start_clock:
+            gevent.sleep(min(engine.start_clock - now, 1.0))
+            return
+        stage = engine.stage_at(now)
+        if stage is None:
+            gevent.sleep(IDLE_S * 10)
+            return
+        engine.dispatcher.begin()
+        try:
+            self.run_request(step=stage.index)
+        finally:
+            engine.dispatcher.done()
+
+
+# Locust's metaclass appends every base class's tasks to a subclass's own, so without this the
+# inherited closed-loop ``LLMStreamUser.chat`` would run on every other pick: unpaced requests
+# outside the schedule (step ``None``, zero lateness) that doubled a step's ``achieved_qps`` and
+# kept users busy so the pacer dropped arrivals.
+RampUser.tasks = [RampUser.chat]

@@ -1,0 +1,114 @@
+"""``LLMStreamUser``: the Locust user that measures streaming chat completions exactly."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from locust import User, constant, task
+
+from ramplab.measure.chain import Endpoint, RequestChain
+from ramplab.measure.context import UserContext
+from ramplab.measure.record import RequestRecord
+from ramplab.measure.workload import PromptSource, prompt_source, request_body
+from ramplab.plugin.hooks import context_for  # also registers the Locust hooks
+from ramplab.retry.base import NoRetry, RetryPolicy
+
+REQUEST_TYPE = "SSE"
+
+
+class LLMStreamUser(User):
+    """Sends OpenAI chat completions to ``--host`` and records each one.
+
+    The one entry point is :meth:`run_request`: one request (its whole attempt chain through
+    ``retry_policy``), recorded in ``requests.jsonl`` and the exact histograms, and fired as Locust
+    events (request type ``"SSE"``: the request itself under the endpoint path, plus ``ttft`` and
+    ``ttlt``). The default task calls it with ``intended_start=None`` (now: a closed loop); an
+    open-loop pacer calls it on a free user with the time the schedule wanted the request sent,
+    on ``time.perf_counter()``'s clock, so lateness and TTFT from the intended start are measured.
+
+    Subclasses may set ``retry_policy_factory`` to give each user its own ``RetryPolicy``.
+    """
+
+    abstract = False
+    wait_time = constant(0)
+    retry_policy_factory: ClassVar[type[RetryPolicy] | None] = None
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        self.shared: UserContext = context_for(environment)
+        self.retry: RetryPolicy = self.make_retry_policy()
+        settings = self.shared.settings
+        self.prompts: PromptSource = prompt_source(settings, self.shared.rng, self.shared.prompts)
+        self.client = self.shared.new_client()
+        self.chain = RequestChain(
+            self.client,
+            Endpoint(self.shared.url, settings.request_timeout_s),
+            auth=self.shared.auth,
+            retry=self.retry,
+            worker=self.shared.worker,
+            verifier=self.shared.verifier,
+        )
+
+    def make_retry_policy(self) -> RetryPolicy:
+        """This user's retry policy (one per user: policies keep per-chain state)."""
+        factory = type(self).retry_policy_factory
+        return factory() if factory is not None else NoRetry()
+
+    def finish_record(self, record: RequestRecord) -> None:
+        """Last look at a record before it is fired and written (SLO verdicts, sizing)."""
+
+    def on_stop(self) -> None:
+        self.client.close()
+
+    @task
+    def chat(self) -> None:
+        self.run_request()
+
+    def run_request(
+        self,
+        intended_start: float | None = None,
+        step: int | None = None,
+        target_qps: float | None = None,
+    ) -> RequestRecord:
+        """Make one request now; ``intended_start`` on ``time.perf_counter()`` (None: now)."""
+        settings = self.shared.settings
+        body = request_body(settings, self.shared.model(), self.prompts.next())
+        record = self.chain.run(body, settings.extra_headers, intended_start, step, target_qps)
+        self.finish_record(record)
+        self._fire(record)
+        self.shared.emit(record)
+        return record
+
+    def _fire(self, record: RequestRecord) -> None:
+        fire = self.environment.events.request.fire
+        started = record.intended_start
+        exception = (
+            None
+            if record.ok
+            else RuntimeError(f"{record.error_kind}: {record.error_detail or ''}"[:300])
+        )
+        fire(
+            request_type=REQUEST_TYPE,
+            name=self.shared.settings.path,
+            response_time=record.total_ms or 0.0,
+            response_length=record.bytes_received,
+            exception=exception,
+            context={"error_kind": record.error_kind},
+            start_time=started,
+            url=self.shared.url,
+        )
+        if record.ok and record.ttft_ms is not None and record.ttlt_ms is not None:
+            for name, value in (("ttft", record.ttft_ms), ("ttlt", record.ttlt_ms)):
+                fire(
+                    request_type=REQUEST_TYPE,
+                    name=name,
+                    response_time=value,
+                    response_length=0,
+                    exception=None,
+                    context={},
+                    start_time=started,
+                    url=self.shared.url,
+                )
+
+
+__all__ = ["LLMStreamUser"]

@@ -1,0 +1,139 @@
+"""One worker's side of an open-loop run: its share of the schedule, paced, and its reports.
+
+The worker rebuilds the global schedule from the plan (same shape, process and seed as every
+other worker), takes the indices ``worker_share`` deals it and paces them against
+``time.perf_counter()`` (the clock the streaming user measures on). When the master announces a
+new membership epoch the pacer is re-split from the epoch's start. Every half second it reports
+per-stage counts of dispatched and dropped arrivals (measured windows only), users busy, and the
+durations of the requests finished since the last report (for the master's user sizing).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import gevent
+import numpy as np
+
+from ramplab.load.arrivals.schedule import Schedule, build_schedule, make_process
+from ramplab.load.arrivals.split import worker_share
+from ramplab.load.pacer import Arrival, Pacer
+from ramplab.load.plan import PROGRESS_MESSAGE, Plan
+from ramplab.load.shapes import Shape, Stage, parse_shape
+from ramplab.measure.record import RequestRecord
+from ramplab.plugin.dispatch import Dispatcher
+from ramplab.results.steps import count_measured
+
+REPORT_S = 0.5
+log = logging.getLogger("ramplab.plugin")
+
+
+class WorkerEngine:
+    def __init__(self, runner: Any, worker_id: str) -> None:
+        self.runner = runner
+        self.worker_id = worker_id
+        self.dispatcher = Dispatcher()
+        self.plan: Plan | None = None
+        self.shape: Shape | None = None
+        self.schedule: Schedule | None = None
+        self.pacer: Pacer | None = None
+        self.start_clock = 0.0  # perf_counter() value at the schedule's offset 0
+        self._dispatched_offsets: list[float] = []
+        self._durations: list[float] = []
+        self._greenlets: list[gevent.Greenlet] = []
+
+    def on_plan(self, plan: Plan) -> None:
+        if self.plan is not None and self.plan.start_epoch == plan.start_epoch:
+            self._resplit(plan)
+            return
+        self.plan = plan
+        self.shape = parse_shape(plan.shape)
+        self.start_clock = time.perf_counter() + (plan.start_epoch - time.time())
+        self._greenlets.append(gevent.spawn(self._report_loop))
+        if plan.mode != "open":
+            return
+        self.schedule = build_schedule(self.shape, make_process(plan.arrivals), plan.seed)
+        share = worker_share(self.schedule.offsets, plan.epoch_objects(), self.worker_id)
+        self.pacer = Pacer(
+            share,
+            self.schedule.offsets[share],
+            start=self.start_clock,
+            clock=time.perf_counter,
+            sleep=gevent.sleep,
+            try_dispatch=self._dispatch,
+            overflow="queue" if plan.overflow == "queue" else "drop",
+        )
+        self._greenlets.append(gevent.spawn(self.pacer.run))
+        log.info(
+            "worker %s paces %d of %d arrivals", self.worker_id, len(share), len(self.schedule)
+        )
+
+    def _resplit(self, plan: Plan) -> None:
+        self.plan = plan
+        if self.pacer is None or self.schedule is None or not plan.epochs:
+            return
+        change_s = plan.epochs[-1][0]
+        share = worker_share(self.schedule.offsets, plan.epoch_objects(), self.worker_id)
+        self.pacer.resplit(share, self.schedule.offsets[share], change_s)
+        log.info("worker %s re-split at %.1f s: %d arrivals", self.worker_id, change_s, len(share))
+
+    def _dispatch(self, arrival: Arrival) -> bool:
+        if self.dispatcher.try_dispatch(arrival):
+            self._dispatched_offsets.append(arrival.offset_s)
+            return True
+        return False
+
+    def stage_at(self, clock: float) -> Stage | None:
+        return self.shape.stage_at(clock - self.start_clock) if self.shape else None
+
+    def observe(self, record: RequestRecord) -> None:
+        if record.total_ms is not None:
+            self._durations.append(record.total_ms / 1000.0)
+
+    def progress(self) -> dict[str, Any]:
+        shape = self.shape
+        stages = len(shape.stages) if shape else 0
+        dispatched = [0] * stages
+        dropped = [0] * stages
+        if shape is not None and self.pacer is not None and self.schedule is not None:
+            dispatched = count_measured(self._dispatched_offsets, shape)
+            dropped_offsets = self.schedule.offsets[
+                np.asarray(self.pacer.stats.dropped_indices, dtype=np.intp)
+            ]
+            dropped = count_measured(dropped_offsets, shape)
+        durations, self._durations = self._durations, []
+        return {
+            "worker": self.worker_id,
+            "dispatched": dispatched,
+            "dropped": dropped,
+            "dispatched_total": self.pacer.stats.dispatched if self.pacer else 0,
+            "dropped_total": self.pacer.stats.dropped if self.pacer else 0,
+            "pending": (self.pacer.pending + self.pacer.queued) if self.pacer else 0,
+            "busy": self.dispatcher.busy,
+            "idle": self.dispatcher.idle,
+            "durations_s": durations,
+        }
+
+    def report(self) -> None:
+        self.runner.send_message(PROGRESS_MESSAGE, self.progress())
+
+    def _report_loop(self) -> None:
+        while True:
+            gevent.sleep(REPORT_S)
+            try:
+                self.report()
+            except Exception:  # a lost master connection must not kill the loop
+                log.exception("progress report failed")
+
+    def stop(self) -> None:
+        if self.pacer is not None:
+            self.pacer.stop()
+        self.dispatcher.close()
+        try:
+            self.report()
+        except Exception:
+            log.exception("final progress report failed")
+        for greenlet in self._greenlets:
+            greenlet.kill(block=False)

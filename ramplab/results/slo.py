@@ -1,0 +1,250 @@
+"""SLOs: per-request thresholds that define goodput, and CI gates on summary metrics.
+
+Per-request SLOs (``RequestSlo``) set each record's ``slo_ok``: the request succeeded and
+every threshold that is set holds (``ttft_ms <= X``, ``tpot_ms <= Y``, ``ttlt_ms <= Z``). A
+missing TTFT/TTLT on a successful record fails the SLO (we cannot show it was met); a missing
+TPOT does not, because a one-token answer has no TPOT by definition.
+
+Gates are expressions ``PATH OP NUMBER`` over the summary dict (``summary.json``)::
+
+    ttft_ms.p99 < 800
+    error_ratio < 0.01
+    goodput_ratio > 0.95
+    steps[-1].achieved_qps >= 95       one step (Python-style index, negative from the end)
+    steps[*].drop_ratio <= 0.01        every step must pass
+
+OP is one of ``< <= > >= == !=``. A gate whose value is ``None`` (no data, e.g. p99 of zero
+requests) *fails*: absence of evidence is not a pass. A gate whose path does not exist is
+``invalid`` — almost always a typo — and maps to the usage exit code, not to "SLO missed".
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rich.console import Console
+from rich.table import Table
+
+from ramplab.errors import GateError
+from ramplab.exitcodes import ExitCode, combine
+from ramplab.measure.record import RequestRecord
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    ">": operator.gt,
+}
+_EXPR = re.compile(r"^\s*(?P<path>[^<>=!\s]+)\s*(?P<op><=|>=|==|!=|<|>)\s*(?P<value>\S+)\s*$")
+_SEGMENT = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?:\[(?P<index>-?\d+|\*)\])?$")
+_SLO_FIELDS = ("ttft_ms", "tpot_ms", "ttlt_ms")
+
+Status = Literal["pass", "fail", "invalid"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSlo:
+    """Per-request thresholds in milliseconds; ``None`` means "not part of the SLO"."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    ttlt_ms: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.ttft_ms is None and self.tpot_ms is None and self.ttlt_ms is None
+
+    def meets(self, r: RequestRecord) -> bool:
+        if not r.ok:
+            return False
+        for name in _SLO_FIELDS:
+            limit = getattr(self, name)
+            value = getattr(r, name)
+            if limit is None:
+                continue
+            if value is None:
+                if name == "tpot_ms":
+                    continue
+                return False
+            if value > limit:
+                return False
+        return True
+
+    def apply(self, records: Iterable[RequestRecord]) -> None:
+        """Set ``slo_ok`` on every record (left ``None`` when the SLO is empty)."""
+        for r in records:
+            r.slo_ok = None if self.empty else self.meets(r)
+
+
+def parse_request_slo(spec: Mapping[str, Any] | str | None, field: str = "slo") -> RequestSlo:
+    """``{"ttft_ms": 800, "tpot_ms": 50}`` or ``"ttft_ms<=800,tpot_ms<=50"``."""
+    if spec is None:
+        return RequestSlo()
+    items: dict[str, object] = {}
+    if isinstance(spec, str):
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            name, sep, value = part.partition("<=")
+            if not sep:
+                raise GateError(field, f"expected NAME<=MS items, got {part!r}")
+            items[name.strip()] = value.strip()
+    elif isinstance(spec, Mapping):
+        items = dict(spec)
+    else:
+        raise GateError(field, f"expected a mapping or NAME<=MS items, got {spec!r}")
+    values: dict[str, float] = {}
+    for name, raw in items.items():
+        if name not in _SLO_FIELDS:
+            raise GateError(f"{field}.{name}", f"unknown SLO (one of {', '.join(_SLO_FIELDS)})")
+        values[name] = _number(raw, f"{field}.{name}", positive=True)
+    return RequestSlo(**values)
+
+
+def _number(raw: object, field: str, *, positive: bool = False) -> float:
+    if isinstance(raw, bool):
+        raise GateError(field, f"expected a number, got {raw!r}")
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise GateError(field, f"expected a number, got {raw!r}") from None
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise GateError(field, f"expected a finite number{' > 0' if positive else ''}, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    name: str
+    index: int | Literal["*"] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """A parsed ``PATH OP NUMBER`` expression."""
+
+    text: str
+    path: tuple[Segment, ...]
+    op: str
+    threshold: float
+
+    def evaluate(self, summary: Mapping[str, Any]) -> GateResult:
+        try:
+            observed = _resolve(summary, self.path, "")
+        except LookupError as exc:
+            return GateResult(self, (), "invalid", str(exc))
+        check = _OPS[self.op]
+        failures = []
+        for where, value in observed:
+            if value is None:
+                failures.append(f"{where}: no data")
+            elif isinstance(value, bool) or not isinstance(value, int | float):
+                return GateResult(self, tuple(observed), "invalid", f"{where} is not a number")
+            elif not check(float(value), self.threshold):
+                failures.append(f"{where} = {value:g}")
+        if not observed:
+            return GateResult(self, (), "fail", "no values (empty list)")
+        status: Status = "fail" if failures else "pass"
+        return GateResult(self, tuple(observed), status, "; ".join(failures))
+
+
+@dataclass(frozen=True, slots=True)
+class GateResult:
+    gate: Gate
+    observed: tuple[tuple[str, Any], ...]  # (resolved path, value) — several for steps[*]
+    status: Status
+    detail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+
+def _resolve(obj: Any, path: Sequence[Segment], prefix: str) -> list[tuple[str, Any]]:
+    if not path:
+        return [(prefix, obj)]
+    seg, rest = path[0], path[1:]
+    where = f"{prefix}.{seg.name}" if prefix else seg.name
+    if not isinstance(obj, Mapping) or seg.name not in obj:
+        raise LookupError(f"no metric {where!r} in the summary")
+    value = obj[seg.name]
+    if seg.index is None:
+        return _resolve(value, rest, where)
+    if not isinstance(value, list):
+        raise LookupError(f"{where!r} is not a list")
+    if seg.index == "*":
+        out: list[tuple[str, Any]] = []
+        for i, item in enumerate(value):
+            out.extend(_resolve(item, rest, f"{where}[{i}]"))
+        return out
+    if not -len(value) <= seg.index < len(value):
+        raise LookupError(f"{where}[{seg.index}] is out of range ({len(value)} items)")
+    return _resolve(value[seg.index], rest, f"{where}[{seg.index}]")
+
+
+def parse_gate(text: str, field: str = "gates") -> Gate:
+    """Parse ``"ttft_ms.p99 < 800"``-style expressions; ``GateError`` names the problem."""
+    m = _EXPR.match(text) if isinstance(text, str) else None
+    if m is None:
+        raise GateError(
+            field, f"expected 'METRIC OP NUMBER' (OP one of < <= > >= == !=), got {text!r}"
+        )
+    segments = []
+    for part in m.group("path").split("."):
+        s = _SEGMENT.match(part)
+        if s is None:
+            raise GateError(field, f"bad metric path segment {part!r} in {text!r}")
+        idx = s.group("index")
+        segments.append(
+            Segment(s.group("name"), None if idx is None else "*" if idx == "*" else int(idx))
+        )
+    threshold = _number(m.group("value"), field)
+    return Gate(text.strip(), tuple(segments), m.group("op"), threshold)
+
+
+def parse_gates(texts: Iterable[str], field: str = "gates") -> list[Gate]:
+    return [parse_gate(t, f"{field}[{i}]") for i, t in enumerate(texts)]
+
+
+@dataclass(frozen=True, slots=True)
+class GateReport:
+    results: tuple[GateResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    def exit_code(self, *, run_failed: bool = False) -> ExitCode:
+        """0 all pass; 3 a gate failed; 2 a gate names no metric; 4 the run itself failed."""
+        return combine(
+            run_failed=run_failed,
+            usage_error=any(r.status == "invalid" for r in self.results),
+            slo_missed=any(r.status == "fail" for r in self.results),
+        )
+
+
+def evaluate_gates(gates: Iterable[Gate], summary: Mapping[str, Any]) -> GateReport:
+    return GateReport(tuple(g.evaluate(summary) for g in gates))
+
+
+def gates_table(report: GateReport) -> Table:
+    """The pass/fail table (a ``rich`` renderable; print it with any console)."""
+    table = Table(title="SLO gates")
+    table.add_column("gate")
+    table.add_column("observed", justify="right")
+    table.add_column("result")
+    table.add_column("detail")
+    style = {"pass": "green", "fail": "red", "invalid": "yellow"}
+    for r in report.results:
+        shown = ", ".join(f"{v:g}" if isinstance(v, int | float) else str(v) for _, v in r.observed)
+        table.add_row(r.gate.text, shown, f"[{style[r.status]}]{r.status.upper()}[/]", r.detail)
+    return table
+
+
+def print_gates(report: GateReport, console: Console | None = None) -> None:
+    (console or Console()).print(gates_table(report))

