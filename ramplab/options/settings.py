@@ -14,11 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ramplab.errors import UsageError
+
 AuthMode = Literal["none", "api-key", "jwt"]
 
 
-class OptionError(ValueError):
+class OptionError(UsageError):
     """A user's option value is unusable; the message names the option."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("", message)
 
 
 @dataclass(frozen=True, slots=True)
