@@ -156,7 +156,7 @@ OPTIONS: tuple[Option, ...] = (
             setting="connect_timeout_s", campaign="workload.connect_timeout_s"),
     _stream("--read-timeout", _SECONDS, 60.0, "longest silence between reads, seconds",
             setting="read_timeout_s", campaign="workload.read_timeout_s"),
-    _stream("--auth", kinds.choice("none", "api-key", "jwt"), "none", "none | api-key | jwt",
+    _stream("--auth", kinds.choice("none", "api-key", "jwt"), "none", "how requests authenticate",
             campaign="workload.auth.mode"),
     _stream("--api-key", kinds.TEXT, None, "static API key (Authorization: Bearer)",
             campaign="workload.auth.api_key", secret=True, to_setting=_optional),
@@ -209,12 +209,12 @@ OPTIONS: tuple[Option, ...] = (
           "shape_text", campaign="shape"),
     _ramp("--ramplab-mode", kinds.choice("open", "closed"), "open",
           "open: shape rates are QPS; closed: users", "mode", campaign="mode"),
-    _ramp("--ramplab-arrivals", kinds.ARRIVALS, "poisson", "constant|poisson|gamma:B",
+    _ramp("--ramplab-arrivals", kinds.ARRIVALS, "poisson", "arrival process (gamma:B: burstiness B)",
           "arrivals", campaign="arrivals"),
     _ramp("--ramplab-seed", kinds.integer(), 1, "seed of the arrival schedule", "seed",
           campaign="seed"),
     _ramp("--ramplab-overflow", kinds.choice("drop", "queue"), "drop",
-          "no free user: drop|queue", "overflow", campaign="overflow"),
+          "an arrival with no free user: dropped (counted) or queued", "overflow", campaign="overflow"),
     _ramp("--ramplab-max-users", _POSITIVE, 1000, "cap on users (all workers)", "max_users",
           campaign="max_users"),
     _ramp("--ramplab-headroom", kinds.number(1.0), 1.5, "users = rate x duration x this",
@@ -276,6 +276,7 @@ def register(parser: Any, group: Group) -> None:
             action = "store_true" if opt.kind.switch else "store_false"
             section.add_argument(opt.flag, action=action, **common)
         else:
+            common["help"] = f"{opt.help} ({opt.kind.name})"
             section.add_argument(opt.flag, type=_argument_type(opt), **common)
 
 
