@@ -17,8 +17,9 @@ only, the reference target's settings (``target.settings``, sent as ``APP_*`` va
 
 Every field is checked by pydantic (its type; unknown keys are refused) and by the check of the
 Locust option it sets (``ramplab.options.schema``, which also gives its default and its flag),
-so a campaign that validates here starts cleanly there. Every problem is a ``CampaignError`` naming the field the
-way the file spells it (``steps[2].qps``, ``workload.max_tokens``) — the CLI exits 2 with it.
+so a campaign that validates here starts cleanly there. Every problem is a ``CampaignError``
+naming the field the way the file spells it (``steps[2].qps``, ``workload.max_tokens``) — the
+CLI exits 2 with it.
 """
 
 from __future__ import annotations

@@ -52,7 +52,8 @@ def check_gates(campaign: Campaign, gates: list[str], field: str) -> None:
 
 
 def check_campaign(campaign: Campaign, environ: Mapping[str, str] | None = None) -> None:
-    """The prompts and CA files, the auth credentials and the gates; ``CampaignError`` names the field."""
+    """The prompts and CA files, the auth credentials and the gates; ``CampaignError`` names
+    the field."""
     env = os.environ if environ is None else environ
     for name in ("prompts_file", "ca_file"):
         path = getattr(campaign.workload, name)
