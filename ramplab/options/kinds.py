@@ -80,6 +80,8 @@ def _text(text: str, field: str) -> str:
 def _number_text(value: Any) -> str:
     # repr keeps every digit (str(0.1 + 0.2) would too, but '%g' would not); whole numbers
     # print without '.0' so a campaign's `ttft_ms: 500` reads back as written.
+    if isinstance(value, str):
+        return value
     number = float(value)
     return str(int(number)) if number.is_integer() and abs(number) < 1e15 else repr(number)
 
@@ -97,7 +99,7 @@ def integer(minimum: int | None = None) -> Kind:
         return value
 
     name = "integer" if minimum is None else f"integer ≥ {minimum}"
-    return Kind(name, parse, lambda value: str(int(value)))
+    return Kind(name, parse, lambda value: value if isinstance(value, str) else str(int(value)))
 
 
 def number(minimum: float, *, above: bool = False) -> Kind:
