@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from ramplab.errors import UsageError
 from ramplab.measure.auth import AuthError, JwtAuth, StaticKeyAuth
 from ramplab.measure.chain import Auth, NoAuth
 from ramplab.measure.client import ClientOptions, DnsCache, make_client, ssl_context
 from ramplab.measure.integrity import JwksKeys, Verifier
 from ramplab.measure.record import RequestRecord
 from ramplab.measure.workload import Messages, load_prompts
-from ramplab.options.settings import OptionError, UserSettings
+from ramplab.options.settings import UserSettings
 
 Sink = Callable[[RequestRecord], None]
 
@@ -85,11 +86,11 @@ class UserContext:
     @classmethod
     def create(cls, settings: UserSettings, host: str, worker: str) -> UserContext:
         if not host:
-            raise OptionError(
-                "--host is required (the target's base URL, e.g. http://127.0.0.1:8000)"
+            raise UsageError(
+                "--host", "required (the target's base URL, e.g. http://127.0.0.1:8000)"
             )
         if not host.startswith(("http://", "https://")):
-            raise OptionError(f"--host {host!r} must start with http:// or https://")
+            raise UsageError("--host", f"{host!r} must start with http:// or https://")
         host = host.rstrip("/")
         # Read here, where a bad file stops the process with exit 2, not in each user.
         prompts = load_prompts(settings.prompts_file) if settings.prompts_file else None
@@ -133,8 +134,8 @@ class UserContext:
             response.raise_for_status()
             return str(response.json()["data"][0]["id"])
         except (AuthError, httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-            raise OptionError(
-                f"--model not given and GET {self.host}/v1/models failed: {exc}"
+            raise UsageError(
+                "--model", f"not given and GET {self.host}/v1/models failed: {exc}"
             ) from exc
 
     def emit(self, record: RequestRecord) -> None:

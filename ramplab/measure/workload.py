@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ramplab.options.settings import OptionError, UserSettings
+from ramplab.errors import UsageError
+from ramplab.options.settings import UserSettings
 
 Messages = list[dict[str, Any]]
 # Words of a fixed shape, so the synthetic prompt's length in tokens is predictable: each is
@@ -39,7 +40,7 @@ class FilePrompts:
 
     def __init__(self, prompts: Sequence[Messages], start: int = 0) -> None:
         if not prompts:
-            raise OptionError("--prompts-file: the file holds no prompts")
+            raise UsageError("--prompts-file", "the file holds no prompts")
         self.prompts = prompts
         self.index = start % len(prompts)
 
@@ -54,12 +55,12 @@ class FilePrompts:
 
 
 def load_prompts(path: Path) -> list[Messages]:
-    """Every prompt of a JSONL file; ``OptionError`` names the file and line of a bad one."""
+    """Every prompt of a JSONL file; ``UsageError`` names the file and line of a bad one."""
     prompts: list[Messages] = []
     try:
         handle = path.open(encoding="utf-8")
     except OSError as exc:
-        raise OptionError(f"--prompts-file {str(path)!r}: {exc.strerror}") from None
+        raise UsageError("--prompts-file", f"{str(path)!r}: {exc.strerror}") from None
     with handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -67,19 +68,19 @@ def load_prompts(path: Path) -> list[Messages]:
             try:
                 item = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise OptionError(
-                    f"--prompts-file {str(path)!r} line {number}: {exc.msg}"
+                raise UsageError(
+                    "--prompts-file", f"{str(path)!r} line {number}: {exc.msg}"
                 ) from None
             if isinstance(item, dict) and isinstance(item.get("prompt"), str):
                 prompts.append([{"role": "user", "content": item["prompt"]}])
             elif isinstance(item, dict) and isinstance(item.get("messages"), list):
                 prompts.append(item["messages"])
             else:
-                raise OptionError(
-                    f'--prompts-file {str(path)!r} line {number}: needs "prompt" or "messages"'
+                raise UsageError(
+                    "--prompts-file", f'{str(path)!r} line {number}: needs "prompt" or "messages"'
                 )
     if not prompts:
-        raise OptionError(f"--prompts-file {str(path)!r}: the file holds no prompts")
+        raise UsageError("--prompts-file", f"{str(path)!r}: the file holds no prompts")
     return prompts
 
 

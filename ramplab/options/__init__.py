@@ -1,7 +1,7 @@
 """The options of a Locust process running ramplab's plugin, and the settings built from them.
 
-The plugin (``ramplab.plugin``) uses only these functions; each raises a ``UsageError`` that
-names the offending option.
+Every option is one entry of ``ramplab.options.schema``. The plugin (``ramplab.plugin``) uses
+only these functions; each raises a ``UsageError`` that names the offending option.
 """
 
 from __future__ import annotations
@@ -36,12 +36,15 @@ def register_ramp_options(parser: Any) -> None:
 
 
 def user_settings(parsed: Any) -> UserSettings:
+    """The streaming user's settings from Locust's parsed options, checked."""
     return _settings.from_options(parsed)
 
 
 def metrics_settings(parsed: Any) -> MetricsSettings:
+    """The exporter's settings from Locust's parsed options, checked."""
     return _settings.metrics_from_options(parsed)
 
 
 def run_options(parsed: Any) -> RunOptions:
+    """The ramp engine's options from Locust's parsed options, checked."""
     return _run.from_options(parsed)

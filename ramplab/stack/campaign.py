@@ -15,10 +15,11 @@ only, the reference target's settings (``target.settings``, sent as ``APP_*`` va
     stack: {workers: 2}
     target: {settings: {latency: {itl_ms: 5}}}
 
-Every field is checked by pydantic (unknown keys are refused) and by the parsers the Locust
-processes use themselves (``parse_shape``, ``parse_retry``, ``parse_gates``), so a campaign that
-validates here starts cleanly there. Every problem is a ``CampaignError`` naming the field the
-way the file spells it (``steps[2].qps``, ``workload.max_tokens``) — the CLI exits 2 with it.
+Every field is checked by pydantic (its type; unknown keys are refused) and by the check of the
+Locust option it sets (``ramplab.options.schema``, which also gives its default and its flag),
+so a campaign that validates here starts cleanly there. Every problem is a ``CampaignError``
+naming the field the way the file spells it (``steps[2].qps``, ``workload.max_tokens``) — the
+CLI exits 2 with it.
 """
 
 from __future__ import annotations
@@ -27,16 +28,15 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ramplab.errors import UsageError
-from ramplab.load.arrivals.schedule import make_process
 from ramplab.load.shapes import Shape, parse_duration, shape_from_dict
-from ramplab.results.slo import parse_gates, parse_request_slo
-from ramplab.retry.config import parse_retry
+from ramplab.options import schema
+from ramplab.results.slo import parse_gates
 
 __all__ = [
     "NAME_RULE",
@@ -65,31 +65,52 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+def _default(path: str) -> Any:
+    """A campaign field's default: the default of the Locust option it sets."""
+    return Field(default_factory=lambda: schema.campaign_default(path))
+
+
 class Auth(_Strict):
     """How the load generator authenticates (``--auth``); secrets travel by environment."""
 
-    mode: Literal["none", "api-key", "jwt"] = "none"
-    api_key: str | None = None
-    client_id: str | None = None
-    client_secret: str | None = None
+    mode: str = _default("workload.auth.mode")
+    api_key: str | None = _default("workload.auth.api_key")
+    client_id: str | None = _default("workload.auth.client_id")
+    client_secret: str | None = _default("workload.auth.client_secret")
+    token_path: str = _default("workload.auth.token_path")
 
 
 class Workload(_Strict):
-    """What each request asks for: the streaming user's options."""
+    """What each request asks for and how the client sends it: the streaming user's options."""
 
-    model: str | None = None
-    max_tokens: int = Field(default=128, ge=1)
-    ignore_eos: bool = False
-    chunk_size: int | None = Field(default=None, ge=1)
-    prompt_tokens: int = Field(default=128, ge=1)
-    prompt_tokens_std: float = Field(default=0.0, ge=0)
-    prompts_file: Path | None = Field(default=None, strict=False)  # YAML gives a str
-    temperature: float | None = Field(default=None, ge=0)
-    stream: bool = True
-    include_usage: bool = True
-    request_timeout_s: float = Field(default=600.0, gt=0)
-    read_timeout_s: float = Field(default=60.0, gt=0)
+    model: str | None = _default("workload.model")
+    max_tokens: int = _default("workload.max_tokens")
+    ignore_eos: bool = _default("workload.ignore_eos")
+    chunk_size: int | None = _default("workload.chunk_size")
+    prompt_tokens: int = _default("workload.prompt_tokens")
+    prompt_tokens_std: float = _default("workload.prompt_tokens_std")
+    prompts_file: Path | None = Field(  # YAML gives a str
+        default_factory=lambda: schema.campaign_default("workload.prompts_file"), strict=False
+    )
+    temperature: float | None = _default("workload.temperature")
+    extra_body: dict[str, Any] = _default("workload.extra_body")
+    extra_headers: dict[str, str] = _default("workload.extra_headers")
+    stream: bool = _default("workload.stream")
+    include_usage: bool = _default("workload.include_usage")
+    api_path: str = _default("workload.api_path")
+    request_timeout_s: float = _default("workload.request_timeout_s")
+    connect_timeout_s: float = _default("workload.connect_timeout_s")
+    read_timeout_s: float = _default("workload.read_timeout_s")
     auth: Auth = Auth()
+    verify_tls: bool = _default("workload.verify_tls")
+    ca_file: Path | None = Field(
+        default_factory=lambda: schema.campaign_default("workload.ca_file"), strict=False
+    )
+    dns_cache: bool = _default("workload.dns_cache")
+    reuse_connections: bool = _default("workload.reuse_connections")
+    verify_signature: bool = _default("workload.verify_signature")
+    verify_text: bool = _default("workload.verify_text")
+    jwks_path: str = _default("workload.jwks_path")
 
 
 class Step(_Strict):
@@ -131,15 +152,15 @@ class Campaign(_Strict):
     description: str = ""
     shape: dict[str, Any] | str | None = None
     steps: list[Step] | None = None
-    mode: Literal["open", "closed"] = "open"
-    arrivals: str = "poisson"
-    seed: int = 1
-    overflow: Literal["drop", "queue"] = "drop"
-    max_users: int = Field(default=1000, ge=1)
-    headroom: float = Field(default=1.5, ge=1)
-    drain_s: float = Field(default=30.0, ge=0)
-    retry: dict[str, Any] | str | None = None
-    slo: dict[str, float] | None = None
+    mode: str = _default("mode")
+    arrivals: str = _default("arrivals")
+    seed: int = _default("seed")
+    overflow: str = _default("overflow")
+    max_users: int = _default("max_users")
+    headroom: float = _default("headroom")
+    drain_s: float = _default("drain_s")
+    retry: dict[str, Any] | str | None = _default("retry")
+    slo: dict[str, float] | None = _default("slo")
     gates: list[str] = Field(default_factory=list)
     workload: Workload = Workload()
     stack: StackSettings = StackSettings()
@@ -161,56 +182,22 @@ class Campaign(_Strict):
         stages = self.load_shape.stages
         return "custom:" + ",".join(f"{s.rate!r}@{s.duration_s!r}s/{s.warmup_s!r}s" for s in stages)
 
+    def value_at(self, path: str) -> Any:
+        """The value of the field at the dotted ``path`` (``workload.auth.mode``)."""
+        if path == "shape":  # the shape or steps form, as the one text every process parses
+            return self.shape_text()
+        value: Any = self
+        for name in path.split("."):
+            value = getattr(value, name)
+        return value
+
     def locust_args(self) -> list[str]:
         """The Locust options shared by the master and every worker (secrets excluded)."""
-        w = self.workload
-        args = [
-            "--ramplab-shape", self.shape_text(),
-            "--ramplab-mode", self.mode,
-            "--ramplab-arrivals", self.arrivals,
-            "--ramplab-seed", str(self.seed),
-            "--ramplab-overflow", self.overflow,
-            "--ramplab-max-users", str(self.max_users),
-            "--ramplab-headroom", repr(self.headroom),
-            "--ramplab-drain", repr(self.drain_s),
-            "--max-tokens", str(w.max_tokens),
-            "--prompt-tokens", str(w.prompt_tokens),
-            "--prompt-tokens-std", repr(w.prompt_tokens_std),
-            "--request-timeout", repr(w.request_timeout_s),
-            "--read-timeout", repr(w.read_timeout_s),
-            "--auth", w.auth.mode,
-        ]  # fmt: skip
-        if self.retry is not None:
-            spec = self.retry if isinstance(self.retry, str) else json.dumps(self.retry)
-            args += ["--ramplab-retry", spec]
-        if self.slo:
-            args += ["--ramplab-slo", ",".join(f"{k}<={v:g}" for k, v in self.slo.items())]
-        if w.model:
-            args += ["--model", w.model]
-        if w.ignore_eos:
-            args.append("--ignore-eos")
-        if w.chunk_size is not None:
-            args += ["--chunk-size", str(w.chunk_size)]
-        if w.prompts_file is not None:
-            args += ["--prompts-file", str(w.prompts_file)]
-        if w.temperature is not None:
-            args += ["--temperature", repr(w.temperature)]
-        if not w.stream:
-            args.append("--no-stream")
-        if not w.include_usage:
-            args.append("--no-usage")
-        if w.auth.client_id:
-            args += ["--client-id", w.auth.client_id]
-        return args
+        return schema.campaign_arguments(self.value_at)[0]
 
     def locust_env(self) -> dict[str, str]:
         """Secrets as the ``RAMPLAB_*`` variables Locust reads, so they never show in ``ps``."""
-        env: dict[str, str] = {}
-        if self.workload.auth.api_key:
-            env["RAMPLAB_API_KEY"] = self.workload.auth.api_key
-        if self.workload.auth.client_secret:
-            env["RAMPLAB_CLIENT_SECRET"] = self.workload.auth.client_secret
-        return env
+        return schema.campaign_arguments(self.value_at)[1]
 
 
 def _flatten(value: Mapping[str, Any], prefix: str, out: dict[str, str]) -> None:
@@ -275,10 +262,11 @@ def parse_campaign(data: object, source: str = "campaign") -> Campaign:
         raise CampaignError("shape", "give exactly one of 'shape' or 'steps'")
     campaign.load_shape  # noqa: B018 - validates the shape now, naming the field
     try:
-        make_process(campaign.arrivals, field="arrivals")
-        if campaign.retry is not None:
-            parse_retry(campaign.retry, field="retry")
-        parse_request_slo(campaign.slo, field="slo")
+        for opt in schema.campaign_options():
+            # The option's own check, on the field's path: what validates here starts there.
+            given = campaign.value_at(opt.campaign or "")
+            if opt.campaign != "shape" and given is not None:
+                opt.kind.check(given, opt.campaign or "")
         parse_gates(campaign.gates, field="gates")
     except UsageError as exc:
         raise CampaignError(exc.field, _reason(exc)) from None
@@ -300,11 +288,13 @@ def load_campaign(path: Path) -> Campaign:
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise CampaignError("", f"{path}: not valid YAML{where}") from None
     campaign = parse_campaign(data, str(path))
-    prompts = campaign.workload.prompts_file
-    if prompts is not None and not prompts.is_absolute():
-        # Relative to the campaign file, like any include, not to wherever the CLI runs.
-        workload = campaign.workload.model_copy(
-            update={"prompts_file": Path(path).parent / prompts}
-        )
+    # Relative to the campaign file, like any include, not to wherever the CLI runs.
+    files = {
+        name: Path(path).parent / given
+        for name in ("prompts_file", "ca_file")
+        if (given := getattr(campaign.workload, name)) is not None and not given.is_absolute()
+    }
+    if files:
+        workload = campaign.workload.model_copy(update=files)
         campaign = campaign.model_copy(update={"workload": workload})
     return campaign

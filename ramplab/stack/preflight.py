@@ -52,17 +52,18 @@ def check_gates(campaign: Campaign, gates: list[str], field: str) -> None:
 
 
 def check_campaign(campaign: Campaign, environ: Mapping[str, str] | None = None) -> None:
-    """The prompts file, the auth credentials and the gates; ``CampaignError`` names the field."""
+    """The prompts and CA files, the auth credentials and the gates; ``CampaignError`` names
+    the field."""
     env = os.environ if environ is None else environ
-    prompts = campaign.workload.prompts_file
-    if prompts is not None:
+    for name in ("prompts_file", "ca_file"):
+        path = getattr(campaign.workload, name)
+        if path is None:
+            continue
         try:
-            with prompts.open("rb"):
+            with path.open("rb"):
                 pass
         except OSError as exc:
-            raise CampaignError(
-                "workload.prompts_file", f"{str(prompts)!r}: {exc.strerror}"
-            ) from None
+            raise CampaignError(f"workload.{name}", f"{str(path)!r}: {exc.strerror}") from None
     auth = campaign.workload.auth
     needs = {
         "api-key": (("api_key", auth.api_key, "RAMPLAB_API_KEY"),),

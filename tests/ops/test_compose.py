@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,7 @@ import pytest
 import yaml
 
 from ramplab.load.shapes import parse_shape
-from ramplab.options import run as run_options
-from ramplab.options import settings
+from ramplab.options import register_ramp_options, register_stream_options, schema
 from ramplab.stack.campaign import load_campaign
 from tests.support.processes import REPO
 
@@ -131,11 +131,7 @@ def test_master_runs_the_campaign_with_its_ui_and_the_ports_prometheus_scrapes()
 
 
 def test_campaign_variables_are_real_locust_options() -> None:
-    known = {"RAMPLAB_" + dest.upper() for _, dest, *_ in settings.OPTIONS}
-    known |= {"RAMPLAB_" + dest.upper() for _, dest, *_ in settings.METRICS_OPTIONS}
-    known |= {
-        "RAMPLAB_" + dest.removeprefix("ramplab_").upper() for _, dest, *_ in run_options.OPTIONS
-    }
+    known = {option.env for option in schema.OPTIONS}
     for name in ("master", "worker"):
         assert set(services()[name]["environment"]) <= known
 
@@ -143,7 +139,14 @@ def test_campaign_variables_are_real_locust_options() -> None:
 DEMO = REPO / "campaigns" / "demo.yaml"
 DEFAULTED = re.compile(r"^\$\{\w+:-(.*)\}$")
 # Labels and the exporter's bind address: compose's own business, not the campaign's.
-COMPOSE_ONLY = {dest for _, dest, *_ in settings.METRICS_OPTIONS}
+COMPOSE_ONLY = {option.dest for option in schema.options_of("metrics")}
+
+
+def registered_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser()
+    register_stream_options(parser)
+    register_ramp_options(parser)
+    return parser
 
 
 def resolved(environment: dict[str, Any]) -> dict[str, str]:
@@ -153,11 +156,9 @@ def resolved(environment: dict[str, Any]) -> dict[str, str]:
 
 def campaign_mismatches(environment: dict[str, str]) -> set[str]:
     """Options on which Locust, reading ``environment``, differs from ``campaigns/demo.yaml``."""
-    parser = configargparse.ArgumentParser()
-    settings.register(parser)
-    run_options.register(parser)
+    parser = registered_parser()
     campaign = load_campaign(DEMO)
-    local = parser.parse_args(campaign.locust_args(), env_vars={})
+    local = parser.parse_args(campaign.locust_args(), env_vars=campaign.locust_env())
     composed = parser.parse_args([], env_vars=environment)
     stages = [(s.rate, s.duration_s, s.warmup_s) for s in campaign.load_shape.stages]
     differ = {
@@ -192,6 +193,49 @@ def test_a_campaign_mismatch_would_be_caught() -> None:
     assert "ignore_eos" in campaign_mismatches(
         {k: v for k, v in master.items() if k != "RAMPLAB_IGNORE_EOS"}
     )
+
+
+# Locust's own parser with ours registered, as a container builds it; in a subprocess because
+# importing locust monkey-patches this test process (gevent).
+LOCUST_PARSE = """
+import json, sys
+from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
+from ramplab.options import register_ramp_options, register_stream_options
+parser = get_empty_argument_parser(default_config_files=[])
+setup_parser_arguments(parser)
+register_stream_options(parser)
+register_ramp_options(parser)
+args, env = json.loads(sys.stdin.read())
+print(json.dumps(vars(parser.parse_args(args, env_vars=env)), default=str))
+"""
+
+
+def locust_parse(args: list[str], environment: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", LOCUST_PARSE], input=json.dumps([args, environment]),
+        capture_output=True, text=True, timeout=120, check=False, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    parsed: dict[str, Any] = json.loads(done.stdout)
+    return parsed
+
+
+def test_compose_command_lines_parse_as_the_demo_campaign() -> None:
+    """Each container's whole ``locust`` command line and environment, read by Locust's parser
+    with ours registered: every flag is known, and ours hold demo.yaml's values."""
+    campaign = load_campaign(DEMO)
+    expected = json.loads(
+        json.dumps(vars(registered_parser().parse_args(campaign.locust_args())), default=str)
+    )
+    for name in ("master", "worker"):
+        command = [DEFAULTED.sub(r"\1", part) for part in services()[name]["command"]]
+        assert command[0] == "locust"
+        parsed = locust_parse(command[1:], resolved(services()[name]["environment"]))
+        for option in schema.campaign_options():
+            if option.dest != "ramplab_shape":
+                assert parsed[option.dest] == expected[option.dest], (name, option.flag)
+    assert parsed["metrics_port"] == 9101
+    assert parsed["run_id"] == "compose-demo"
 
 
 def test_the_image_holds_the_campaigns() -> None:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import random
 from pathlib import Path
@@ -8,11 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ramplab.errors import UsageError
 from ramplab.measure.chain import allocate_tokens
 from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.measure.tokens import ApproxTokenCounter
 from ramplab.measure.workload import FilePrompts, SyntheticPrompts, request_body
-from ramplab.options.settings import OptionError, UserSettings, _json_object, _positive_int
+from ramplab.options import kinds
+from ramplab.options.settings import UserSettings
 from ramplab.results.histogram import LatencyHistogram
 from ramplab.results.writer import record_from_dict
 
@@ -84,16 +85,16 @@ def test_file_prompts_cycle_and_bad_lines_name_the_option(tmp_path: Path) -> Non
     assert [source.next()[0]["content"] for _ in range(3)] == ["a", "b", "a"]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "a"}\n{oops\n')
-    with pytest.raises(OptionError, match=r"--prompts-file .* line 2"):
+    with pytest.raises(UsageError, match=r"--prompts-file: .* line 2"):
         FilePrompts.load(bad)
 
 
 def test_option_parsers_and_checks_name_the_problem() -> None:
-    with pytest.raises(argparse.ArgumentTypeError, match="at least 1"):
-        _positive_int("0")
-    with pytest.raises(argparse.ArgumentTypeError, match="JSON object"):
-        _json_object("[1]")
-    with pytest.raises(OptionError, match="--api-key"):
+    with pytest.raises(UsageError, match="--max-tokens: must be at least 1"):
+        kinds.integer(1).parse("0", "--max-tokens")
+    with pytest.raises(UsageError, match="--extra-body: must be a JSON object"):
+        kinds.JSON_OBJECT.parse("[1]", "--extra-body")
+    with pytest.raises(UsageError, match="--api-key"):
         UserSettings(auth="api-key").check()
 
 
