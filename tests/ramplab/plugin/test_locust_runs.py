@@ -182,9 +182,9 @@ def test_start_up_problems_exit_2_without_a_traceback(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
     cases = [
-        (["--model", "m", "--prompts-file", str(bad)], f"--prompts-file '{bad}' line 2"),
+        (["--model", "m", "--prompts-file", str(bad)], f"--prompts-file: '{bad}' line 2"),
         (["--model", "m", "--prompts-file", str(tmp_path / "none.jsonl")], "--prompts-file"),
-        ([], "--model not given and GET"),  # nothing listens: no model can be discovered
+        ([], "--model: not given and GET"),  # nothing listens: no model can be discovered
         # Regression: an unusable results directory raised out of Locust's init event.
         (["--model", "m", "--results-dir", str(bad / "sub")], f"--results-dir '{bad / 'sub'}'"),
     ]
