@@ -140,7 +140,9 @@ def _steps_of(
     return Shape((stage,)), start, [list(records)]
 
 
-def _check_lengths(stages: int, scheduled: Sequence[int] | None, counts: EngineCounts | None) -> None:
+def _check_lengths(
+    stages: int, scheduled: Sequence[int] | None, counts: EngineCounts | None
+) -> None:
     for name, values in (
         ("scheduled", scheduled),
         ("dispatched", counts.dispatched if counts else None),

@@ -145,13 +145,17 @@ class Gate:
                 failures.append(f"{where}: no data")
             elif isinstance(value, bool) or not isinstance(value, int | float):
                 detail = f"{where} is not a number"
-                return GateVerdict(gate=self.text, status="invalid", observed=observed, detail=detail)
+                return GateVerdict(
+                    gate=self.text, status="invalid", observed=observed, detail=detail
+                )
             elif not check(float(value), self.threshold):
                 failures.append(f"{where} = {value:g}")
         if not found:
             return GateVerdict(gate=self.text, status="fail", detail="no values (empty list)")
         status: GateStatus = "fail" if failures else "pass"
-        return GateVerdict(gate=self.text, status=status, observed=observed, detail="; ".join(failures))
+        return GateVerdict(
+            gate=self.text, status=status, observed=observed, detail="; ".join(failures)
+        )
 
 
 def _observed(value: Any) -> Observed:
