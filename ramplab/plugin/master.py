@@ -34,7 +34,7 @@ from ramplab.results.producer import (
     scheduled_counts,
     summarize,
 )
-from ramplab.results.summary import RunSummary, WorkerCounts
+from ramplab.results.summary import RunSummary
 from ramplab.results.writer import load_records
 
 LEAD_S = 2.0
@@ -171,17 +171,6 @@ class MasterEngine:
 
     def facts(self, plan: Plan) -> RunFacts:
         """What the records cannot tell: the plan, the workers' counts, the outage, the gates."""
-        stages = len(self.shape.stages)
-        dispatched = [0] * stages
-        dropped = [0] * stages
-        by_worker: list[dict[str, WorkerCounts]] = [{} for _ in range(stages)]
-        for worker, report in sorted(self.progress.items()):
-            for index, (sent, lost) in enumerate(
-                zip(report["dispatched"], report["dropped"], strict=True)
-            ):
-                dispatched[index] += sent
-                dropped[index] += lost
-                by_worker[index][worker] = WorkerCounts(dispatched=sent, dropped=lost)
         scheduled = None
         if plan.mode == "open":
             scheduled = scheduled_counts(self.shape, plan.arrivals, plan.seed, self.shape)
@@ -199,7 +188,7 @@ class MasterEngine:
             retry=self.options.retry_spec,
             slo=self.options.slo,
             scheduled=scheduled,
-            counts=EngineCounts(dispatched, dropped, by_worker),
+            counts=EngineCounts.from_reports(self.progress, len(self.shape.stages)),
             outage=outage,
             gates=self.options.gates,
         )

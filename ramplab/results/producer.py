@@ -42,6 +42,21 @@ class EngineCounts:
     dropped: Sequence[int]
     by_worker: Sequence[Mapping[str, WorkerCounts]] = ()
 
+    @classmethod
+    def from_reports(cls, reports: Mapping[str, Mapping[str, Any]], stages: int) -> EngineCounts:
+        """Summed over the workers' last progress reports (``{"dispatched": [...], "dropped":
+        [...]}`` per worker; empty lists from a worker that reported before it had the plan)."""
+        dispatched = [0] * stages
+        dropped = [0] * stages
+        by_worker: list[dict[str, WorkerCounts]] = [{} for _ in range(stages)]
+        for worker, report in sorted(reports.items()):
+            pairs = zip(report["dispatched"], report["dropped"], strict=True)
+            for index, (sent, lost) in enumerate(pairs):
+                dispatched[index] += sent
+                dropped[index] += lost
+                by_worker[index][worker] = WorkerCounts(dispatched=sent, dropped=lost)
+        return cls(dispatched, dropped, by_worker)
+
 
 @dataclass(frozen=True, slots=True)
 class OutageFacts:

@@ -6,7 +6,6 @@ import pytest
 from rich.console import Console
 
 from ramplab.errors import GateError, UsageError
-from ramplab.exitcodes import ExitCode
 from ramplab.measure.record import RequestRecord
 from ramplab.results.slo import (
     RequestSlo,
@@ -177,10 +176,6 @@ def test_parsed_gate_structure() -> None:
 
 
 # --- exit codes ---------------------------------------------------------------------------
-
-
-def test_exit_code_values_are_distinct_and_stable() -> None:
-    assert (ExitCode.OK, ExitCode.USAGE, ExitCode.SLO_MISSED, ExitCode.RUN_FAILED) == (0, 2, 3, 4)
 
 
 def test_verdicts_pass_fail_invalid() -> None:

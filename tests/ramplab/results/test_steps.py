@@ -3,9 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ramplab.load.shapes import parse_shape
+from ramplab.load.shapes import Shape, parse_shape
 from ramplab.measure.record import RequestRecord
-from ramplab.load.shapes import Shape
 from ramplab.results.producer import EngineCounts, RunFacts, summarize
 from ramplab.results.steps import count_measured, group_measured, percentiles, recovery_time_s
 from ramplab.results.summary import Percentiles, RunSummary, StepStats
