@@ -2,7 +2,8 @@
 
 A locustfile that imports ``ramplab.plugin`` parts gets these hooks; the streaming user's own
 hooks (``ramplab.plugin.hooks``) are registered first, so the summary they write at the end
-already holds this engine's per-step figures when the gates read it.
+(this engine's figures and gate verdicts, from ``MasterEngine.summary``) exists when the exit
+code is taken from it.
 """
 
 from __future__ import annotations
