@@ -27,7 +27,9 @@ from ramplab.measure.context import Sink, UserContext
 from ramplab.measure.record import RequestRecord
 from ramplab.options import settings as options
 from ramplab.options.settings import OptionError
-from ramplab.results.writer import ResultsWriter
+from ramplab.results.producer import RunFacts, summarize
+from ramplab.results.summary import RunSummary
+from ramplab.results.writer import ResultsWriter, load_records
 
 MESSAGE = "ramplab_records"
 FLUSH_S = 0.5
@@ -38,8 +40,8 @@ _writers: dict[int, ResultsWriter] = {}
 _extra_sinks: dict[int, list[Sink]] = {}
 # Extra summary fields by environment (the ramp engine's per-step figures), computed from the
 # records file when the summary is written; and the last summary written, for the SLO gates.
-summary_providers: dict[int, Callable[[Path], dict[str, Any]]] = {}
-last_summary: dict[int, dict[str, Any]] = {}
+summary_providers: dict[int, Callable[[Path], RunSummary | None]] = {}
+last_summary: dict[int, RunSummary] = {}
 
 
 def fail(message: str) -> None:
@@ -151,13 +153,16 @@ def _on_init(environment: Any, **_: Any) -> None:
 
 def _write_summary(environment: Any, writer: ResultsWriter) -> None:
     provider = summary_providers.get(id(environment))
-    extra: dict[str, Any] = {}
+    summary = None
     if provider is not None:
         try:
-            extra = provider(writer.requests_path)
+            summary = provider(writer.requests_path)
         except Exception:  # the records are safe on disk; a summary bug must not lose them
             log.exception("computing the ramp summary failed")
-    last_summary[id(environment)] = writer.write_summary(extra)
+    if summary is None:  # a plain run (or no plan yet): one step covering every record
+        summary = summarize(load_records(writer.requests_path), RunFacts())
+    writer.write_summary(summary)
+    last_summary[id(environment)] = summary
 
 
 def _on_test_stop(environment: Any, **_: Any) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -21,17 +22,19 @@ from locust.runners import STATE_MISSING, MasterRunner
 
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
-from ramplab.load.arrivals.schedule import build_schedule, make_process
-from ramplab.load.outage import (
-    RECOVERY_THRESHOLD,
-    RECOVERY_WINDOW_S,
-    schedule_outage,
-)
+from ramplab.load.outage import schedule_outage
 from ramplab.load.plan import PLAN_MESSAGE, Plan
 from ramplab.load.shapes import Shape
 from ramplab.load.sizing import DEFAULT_MAX_LOSS, STALL_S, UserSizer
 from ramplab.options.run import RunOptions
-from ramplab.results.steps import count_measured, recovery_time_s, summarize
+from ramplab.results.producer import (
+    EngineCounts,
+    OutageFacts,
+    RunFacts,
+    scheduled_counts,
+    summarize,
+)
+from ramplab.results.summary import RunSummary
 from ramplab.results.writer import load_records
 
 LEAD_S = 2.0
@@ -160,64 +163,32 @@ class MasterEngine:
         return idle or elapsed > self.shape.duration_s + self.options.drain_s
 
     # -- results ----------------------------------------------------------------------------
-    def summary(self, requests_path: Any) -> dict[str, Any]:
-        """Per-step figures from the records written, with scheduled/dropped/lost counts."""
+    def summary(self, requests_path: Path) -> RunSummary | None:
+        """The run's summary from the records written and the engine's facts (``None`` before
+        the plan exists); the run's gates are evaluated in it."""
         plan = self.plan
-        if plan is None:
-            return {}
-        records = load_records(requests_path)
-        if not self.options.slo.empty:
-            self.options.slo.apply(records)
-        stages = len(self.shape.stages)
-        dispatched = [0] * stages
-        dropped = [0] * stages
-        by_worker: list[dict[str, dict[str, int]]] = [{} for _ in range(stages)]
-        for worker, report in sorted(self.progress.items()):
-            for index, (sent, lost) in enumerate(
-                zip(report["dispatched"], report["dropped"], strict=True)
-            ):
-                dispatched[index] += sent
-                dropped[index] += lost
-                by_worker[index][worker] = {"dispatched": sent, "dropped": lost}
-        scheduled: list[int] | None = None
+        return summarize(load_records(requests_path), self.facts(plan)) if plan else None
+
+    def facts(self, plan: Plan) -> RunFacts:
+        """What the records cannot tell: the plan, the workers' counts, the outage, the gates."""
+        scheduled = None
         if plan.mode == "open":
-            schedule = build_schedule(self.shape, make_process(plan.arrivals), plan.seed)
-            scheduled = count_measured(schedule.offsets, self.shape)
-        result = summarize(
-            records, self.shape, plan.start_epoch, scheduled, dropped if scheduled else None
-        )
-        for index, step in enumerate(result["steps"]):
-            step["dispatched"] = dispatched[index]
-            step["by_worker"] = by_worker[index]
-            if scheduled is not None:
-                step["lost"] = max(0, scheduled[index] - dispatched[index] - dropped[index])
-            if plan.mode == "closed":
-                step["target_users"] = step["target_qps"]
-                step["target_qps"] = None
+            scheduled = scheduled_counts(self.shape, plan.arrivals, plan.seed, self.shape)
+        outage = None
         if self.options.outage is not None and self.outage_end_epoch is not None:
-            outage = self.options.outage
-            result["outage"] = {
-                "start_s": outage.start_s,
-                "end_s": outage.end_s,
-                "recovery_window_s": RECOVERY_WINDOW_S,
-                "recovery_threshold": RECOVERY_THRESHOLD,
-                "recovery_s": recovery_time_s(
-                    records,
-                    self.outage_end_epoch,
-                    window_s=RECOVERY_WINDOW_S,
-                    threshold=RECOVERY_THRESHOLD,
-                    use_goodput=not self.options.slo.empty,
-                ),
-            }
-        result.update(
-            {
-                "mode": plan.mode,
-                "shape": plan.shape,
-                "arrivals": plan.arrivals,
-                "seed": plan.seed,
-                "run_start": plan.start_epoch,
-                "workers": plan.epochs,
-                "retry": self.options.retry_spec,
-            }
+            outage = OutageFacts(self.options.outage, self.outage_end_epoch)
+        return RunFacts(
+            shape=self.shape,
+            run_start=plan.start_epoch,
+            mode=plan.mode,
+            shape_text=plan.shape,
+            arrivals=plan.arrivals,
+            seed=plan.seed,
+            workers=plan.epochs,
+            retry=self.options.retry_spec,
+            slo=self.options.slo,
+            scheduled=scheduled,
+            counts=EngineCounts.from_reports(self.progress, len(self.shape.stages)),
+            outage=outage,
+            gates=self.options.gates,
         )
-        return result

@@ -2,7 +2,8 @@
 
 A locustfile that imports ``ramplab.plugin`` parts gets these hooks; the streaming user's own
 hooks (``ramplab.plugin.hooks``) are registered first, so the summary they write at the end
-already holds this engine's per-step figures when the gates read it.
+(this engine's figures and gate verdicts, from ``MasterEngine.summary``) exists when the exit
+code is taken from it.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ from locust import events
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from ramplab.errors import UsageError
-from ramplab.exitcodes import ExitCode
+from ramplab.exitcodes import ExitCode, exit_code
 from ramplab.load.plan import PLAN_MESSAGE, PROGRESS_MESSAGE, Plan
 from ramplab.options import run as run_options
 from ramplab.plugin import hooks as user_hooks
 from ramplab.plugin.default_args import cache_default_args
 from ramplab.plugin.master import MasterEngine
 from ramplab.plugin.worker import WorkerEngine
-from ramplab.results.slo import evaluate_gates, print_gates
+from ramplab.results.slo import print_gates
 from ramplab.retry.config import RetrySetup
 
 _workers: dict[int, WorkerEngine] = {}
@@ -88,23 +89,21 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     master = master_for(environment)
     if master is None:
         return
+    summary = user_hooks.last_summary.get(id(environment))
     if master.outage_error is not None:
         sys.stderr.write(f"ramplab: {master.outage_error}\n")
-        environment.process_exit_code = int(master.outage_exit)
-        return
-    summary = user_hooks.last_summary.get(id(environment))
-    if summary is None:
-        return
-    if not summary.get("requests"):
+    elif summary is None:
+        return  # no --results-dir: nothing was summarised, Locust's own exit code stands
+    elif summary.requests == 0:
         sys.stderr.write("ramplab: the run produced no request records\n")
-        environment.process_exit_code = int(ExitCode.RUN_FAILED)
-        return
-    if master.options.gates:
-        report = evaluate_gates(master.options.gates, summary)
-        print_gates(report)
-        environment.process_exit_code = int(report.exit_code())
-    else:
-        environment.process_exit_code = int(ExitCode.OK)
+    elif summary.gates:
+        print_gates(summary.gates)
+    code = exit_code(
+        summary,
+        usage_error=master.outage_exit == ExitCode.USAGE,
+        run_failed=master.outage_exit == ExitCode.RUN_FAILED,
+    )
+    environment.process_exit_code = int(code)
 
 
 cache_default_args()

@@ -31,8 +31,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ramplab.errors import GateError
-from ramplab.exitcodes import ExitCode, combine
 from ramplab.measure.record import RequestRecord
+from ramplab.results.summary import GateStatus, GateVerdict, Observed
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
@@ -45,8 +45,6 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 _EXPR = re.compile(r"^\s*(?P<path>[^<>=!\s]+)\s*(?P<op><=|>=|==|!=|<|>)\s*(?P<value>\S+)\s*$")
 _SEGMENT = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?:\[(?P<index>-?\d+|\*)\])?$")
 _SLO_FIELDS = ("ttft_ms", "tpot_ms", "ttlt_ms")
-
-Status = Literal["pass", "fail", "invalid"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,36 +131,35 @@ class Gate:
     op: str
     threshold: float
 
-    def evaluate(self, summary: Mapping[str, Any]) -> GateResult:
+    def evaluate(self, summary: Mapping[str, Any]) -> GateVerdict:
+        """The verdict on a ``summary.json`` mapping (``RunSummary.to_json()``)."""
         try:
-            observed = _resolve(summary, self.path, "")
+            found = _resolve(summary, self.path, "")
         except LookupError as exc:
-            return GateResult(self, (), "invalid", str(exc))
+            return GateVerdict(gate=self.text, status="invalid", detail=str(exc))
+        observed = tuple((where, _observed(value)) for where, value in found)
         check = _OPS[self.op]
         failures = []
-        for where, value in observed:
+        for where, value in found:
             if value is None:
                 failures.append(f"{where}: no data")
             elif isinstance(value, bool) or not isinstance(value, int | float):
-                return GateResult(self, tuple(observed), "invalid", f"{where} is not a number")
+                detail = f"{where} is not a number"
+                return GateVerdict(
+                    gate=self.text, status="invalid", observed=observed, detail=detail
+                )
             elif not check(float(value), self.threshold):
                 failures.append(f"{where} = {value:g}")
-        if not observed:
-            return GateResult(self, (), "fail", "no values (empty list)")
-        status: Status = "fail" if failures else "pass"
-        return GateResult(self, tuple(observed), status, "; ".join(failures))
+        if not found:
+            return GateVerdict(gate=self.text, status="fail", detail="no values (empty list)")
+        status: GateStatus = "fail" if failures else "pass"
+        return GateVerdict(
+            gate=self.text, status=status, observed=observed, detail="; ".join(failures)
+        )
 
 
-@dataclass(frozen=True, slots=True)
-class GateResult:
-    gate: Gate
-    observed: tuple[tuple[str, Any], ...]  # (resolved path, value) — several for steps[*]
-    status: Status
-    detail: str = ""
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "pass"
+def _observed(value: Any) -> Observed:
+    return value if value is None or isinstance(value, int | float | str | bool) else str(value)
 
 
 def _resolve(obj: Any, path: Sequence[Segment], prefix: str) -> list[tuple[str, Any]]:
@@ -211,28 +208,11 @@ def parse_gates(texts: Iterable[str], field: str = "gates") -> list[Gate]:
     return [parse_gate(t, f"{field}[{i}]") for i, t in enumerate(texts)]
 
 
-@dataclass(frozen=True, slots=True)
-class GateReport:
-    results: tuple[GateResult, ...]
-
-    @property
-    def passed(self) -> bool:
-        return all(r.passed for r in self.results)
-
-    def exit_code(self, *, run_failed: bool = False) -> ExitCode:
-        """0 all pass; 3 a gate failed; 2 a gate names no metric; 4 the run itself failed."""
-        return combine(
-            run_failed=run_failed,
-            usage_error=any(r.status == "invalid" for r in self.results),
-            slo_missed=any(r.status == "fail" for r in self.results),
-        )
+def evaluate_gates(gates: Iterable[Gate], summary: Mapping[str, Any]) -> tuple[GateVerdict, ...]:
+    return tuple(g.evaluate(summary) for g in gates)
 
 
-def evaluate_gates(gates: Iterable[Gate], summary: Mapping[str, Any]) -> GateReport:
-    return GateReport(tuple(g.evaluate(summary) for g in gates))
-
-
-def gates_table(report: GateReport) -> Table:
+def gates_table(verdicts: Sequence[GateVerdict]) -> Table:
     """The pass/fail table (a ``rich`` renderable; print it with any console)."""
     table = Table(title="SLO gates")
     table.add_column("gate")
@@ -240,11 +220,11 @@ def gates_table(report: GateReport) -> Table:
     table.add_column("result")
     table.add_column("detail")
     style = {"pass": "green", "fail": "red", "invalid": "yellow"}
-    for r in report.results:
+    for r in verdicts:
         shown = ", ".join(f"{v:g}" if isinstance(v, int | float) else str(v) for _, v in r.observed)
-        table.add_row(r.gate.text, shown, f"[{style[r.status]}]{r.status.upper()}[/]", r.detail)
+        table.add_row(r.gate, shown, f"[{style[r.status]}]{r.status.upper()}[/]", r.detail)
     return table
 
 
-def print_gates(report: GateReport, console: Console | None = None) -> None:
-    (console or Console()).print(gates_table(report))
+def print_gates(verdicts: Sequence[GateVerdict], console: Console | None = None) -> None:
+    (console or Console()).print(gates_table(verdicts))

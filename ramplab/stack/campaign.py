@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ramplab.errors import UsageError
+from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, parse_duration, shape_from_dict
 from ramplab.options import schema
 from ramplab.results.slo import parse_gates
@@ -152,7 +153,7 @@ class Campaign(_Strict):
     description: str = ""
     shape: dict[str, Any] | str | None = None
     steps: list[Step] | None = None
-    mode: str = _default("mode")
+    mode: Mode = _default("mode")
     arrivals: str = _default("arrivals")
     seed: int = _default("seed")
     overflow: str = _default("overflow")

@@ -23,8 +23,8 @@ import typer
 from rich.console import Console
 
 from ramplab.errors import UsageError
-from ramplab.exitcodes import ExitCode
-from ramplab.results.report import gate_rows, load_summary, print_steps, save_summary, write_report
+from ramplab.exitcodes import ExitCode, exit_code
+from ramplab.results.report import load_summary, print_steps, write_report
 from ramplab.results.slo import evaluate_gates, parse_gates, print_gates
 from ramplab.stack import preflight
 from ramplab.stack.campaign import load_campaign
@@ -144,7 +144,7 @@ def run(
     """Run a campaign: start the stack, ramp, print the per-step table, apply the gates."""
     try:
         parsed = load_campaign(campaign)
-        parse_gates(gate or [], field="--gate")
+        gates = parse_gates(gate or [], field="--gate")
         if target is not None:
             _check_url(target)
         request = RunRequest(
@@ -156,7 +156,7 @@ def run(
             target_url=target,
             workers=workers,
             web_ui=web_ui,
-            gates=list(gate or []),
+            gates=gates,
             redis_url=redis_url,
             locustfile=locustfile or DEFAULT_LOCUSTFILE,
             argv=["ramplab", *sys.argv[1:]],
@@ -205,7 +205,10 @@ def report(
         ),
     ] = None,
 ) -> None:
-    """Rebuild the per-step table, report.md and report.html from a run's saved results."""
+    """Rebuild the per-step table, report.md and report.html from a run's saved results.
+
+    With ``--gate`` the given gates are evaluated on the saved summary and decide the exit code;
+    without, the verdicts the run recorded are shown again and the exit code is 0."""
     try:
         if not run_dir.is_dir():
             raise UsageError("RUN_DIR", f"{run_dir} is not a directory")
@@ -213,16 +216,20 @@ def report(
         summary = load_summary(run_dir)
     except UsageError as exc:
         raise _usage(exc) from None
-    if summary.get("rebuilt"):
-        save_summary(run_dir, summary)
+    if summary.rebuilt:
+        summary.write(run_dir / "summary.json")
         console.print("[yellow]summary.json rebuilt from requests.jsonl[/]")
     print_steps(summary, console)
-    result = evaluate_gates(gates, summary) if gates else None
-    if result is not None:
-        print_gates(result, console)
-    out = write_report(run_dir, summary, gate_rows(result))
+    code = ExitCode.OK
+    verdicts = summary.gates
+    if gates:
+        verdicts = evaluate_gates(gates, summary.to_json())
+        code = exit_code(summary.model_copy(update={"gates": verdicts}))
+    if verdicts:
+        print_gates(verdicts, console)
+    out = write_report(run_dir, summary, verdicts)
     console.print(f"report: {out}")
-    raise typer.Exit(int(result.exit_code() if result is not None else ExitCode.OK))
+    raise typer.Exit(int(code))
 
 
 def line_buffered() -> None:

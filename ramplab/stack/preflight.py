@@ -13,47 +13,47 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ramplab.errors import UsageError
-from ramplab.results.slo import evaluate_gates, parse_gates
-from ramplab.results.steps import summarize
+from ramplab.results.producer import EngineCounts, RunFacts, summarize
+from ramplab.results.slo import Gate, evaluate_gates, parse_gates
 from ramplab.stack.campaign import Campaign, CampaignError
 
 __all__ = ["check_campaign", "check_gates", "summary_template", "target_check", "target_env"]
 
-REPO = Path(__file__).resolve().parents[2]
-# Keys the master adds to summarize()'s output (ramplab.plugin.master); a gate may name them.
-_RUN_KEYS = ("mode", "shape", "arrivals", "seed", "run_start", "workers", "retry")
-_STEP_KEYS = ("dispatched", "by_worker", "lost", "target_users")
+REPO = Path(__file__).resolve().parents[1]
 _TARGET_CHECK_TIMEOUT_S = 60.0
 
 
 def summary_template(campaign: Campaign) -> dict[str, Any]:
-    """A ``summary.json`` of this campaign with no data: every key a gate can name."""
-    stages = len(campaign.load_shape.stages)
-    summary = summarize([], campaign.load_shape, 0.0, [0] * stages, [0] * stages)
-    summary.update(dict.fromkeys(_RUN_KEYS))
-    for step in summary["steps"]:
-        step.update(dict.fromkeys(_STEP_KEYS))
-    return summary
+    """A ``summary.json`` of this campaign with no data: every key a gate can name. The producer
+    itself on no records, so it has exactly the keys of the real summary."""
+    shape = campaign.load_shape
+    zeros = [0] * len(shape.stages)
+    facts = RunFacts(
+        shape=shape,
+        mode=campaign.mode,
+        scheduled=zeros if campaign.mode == "open" else None,
+        counts=EngineCounts(zeros, zeros),
+    )
+    return summarize([], facts).to_json()
 
 
-def check_gates(campaign: Campaign, gates: list[str], field: str) -> None:
+def check_gates(campaign: Campaign, gates: Sequence[Gate], field: str) -> None:
     """A gate naming no metric of the summary (a typo, a step past the last) is refused now
     rather than reported ``invalid`` after the whole run."""
     template = summary_template(campaign)
-    report = evaluate_gates(parse_gates(gates, field=field), template)
-    for index, result in enumerate(report.results):
-        if result.status == "invalid":
-            raise UsageError(f"{field}[{index}]", f"{result.gate.text!r}: {result.detail}")
+    for index, verdict in enumerate(evaluate_gates(gates, template)):
+        if verdict.status == "invalid":
+            raise UsageError(f"{field}[{index}]", f"{verdict.gate!r}: {verdict.detail}")
 
 
-def check_campaign(campaign: Campaign, environ: Mapping[str, str] | None = None) -> None:
+def check_campaign(campaign: Campaign, environ: Mapping[str, str] | None = None) -> list[Gate]:
     """The prompts and CA files, the auth credentials and the gates; ``CampaignError`` names
-    the field."""
+    the field. Returns the campaign's gates, parsed."""
     env = os.environ if environ is None else environ
     for name in ("prompts_file", "ca_file"):
         path = getattr(campaign.workload, name)
@@ -78,9 +78,11 @@ def check_campaign(campaign: Campaign, environ: Mapping[str, str] | None = None)
                 f"workload.auth.{key}", f"auth mode {auth.mode} needs it (or {variable})"
             )
     try:
-        check_gates(campaign, campaign.gates, "gates")
+        gates = parse_gates(campaign.gates, field="gates")
+        check_gates(campaign, gates, "gates")
     except UsageError as exc:
         raise CampaignError(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
+    return gates
 
 
 def target_env(campaign: Campaign, redis_url: str | None = None) -> dict[str, str]:

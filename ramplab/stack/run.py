@@ -26,17 +26,16 @@ from rich.console import Console
 from rich.live import Live
 
 from ramplab.errors import UsageError
-from ramplab.exitcodes import ExitCode
+from ramplab.exitcodes import ExitCode, exit_code
 from ramplab.results.report import (
     CAMPAIGN_FILE,
-    gate_rows,
     interrupted_summary,
     load_summary,
     print_steps,
-    save_summary,
     write_report,
 )
-from ramplab.results.slo import GateReport, evaluate_gates, parse_gates, print_gates
+from ramplab.results.slo import Gate, evaluate_gates, print_gates
+from ramplab.results.summary import RunSummary
 from ramplab.stack import preflight
 from ramplab.stack.campaign import NAME_RULE, Campaign, is_valid_name
 from ramplab.stack.local import LocalStack, StackConfig, StackError
@@ -65,7 +64,7 @@ class RunRequest:
     target_url: str | None = None
     workers: int | None = None
     web_ui: bool = False
-    gates: list[str] = field(default_factory=list)
+    gates: list[Gate] = field(default_factory=list)  # --gate, parsed once by the CLI
     redis_url: str | None = None
     locustfile: Path = DEFAULT_LOCUSTFILE
     argv: Sequence[str] = ()
@@ -122,12 +121,12 @@ def _run_dir(request: RunRequest) -> Path:
     return run_dir
 
 
-def _stack_config(request: RunRequest, run_dir: Path, gates: list[str]) -> StackConfig:
+def _stack_config(request: RunRequest, run_dir: Path, gates: list[Gate]) -> StackConfig:
     campaign = request.campaign
     target_env = preflight.target_env(campaign, request.redis_url)
     args = campaign.locust_args()
     if gates:
-        args += ["--ramplab-gate", ";".join(gates)]
+        args += ["--ramplab-gate", ";".join(g.text for g in gates)]
     return StackConfig(
         locustfile=request.locustfile,
         run_dir=run_dir,
@@ -171,23 +170,73 @@ def _write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
     (run_dir / "run.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
+@dataclass(slots=True)
+class _Outcome:
+    """How the stack's part of the run ended, before the summary is looked at."""
+
+    usage_error: bool = False
+    run_failed: bool = False
+    interrupted: bool = False
+    stopped_at: float | None = None  # epoch seconds of the interrupt
+
+    @property
+    def failed(self) -> bool:
+        return self.usage_error or self.run_failed
+
+    def fail(self, code: ExitCode) -> None:
+        self.usage_error = code == ExitCode.USAGE
+        self.run_failed = code != ExitCode.USAGE
+
+
 def execute(request: RunRequest, console: Console) -> ExitCode:
     """Run the campaign; prints progress and the tables on ``console``, errors on stderr."""
-    campaign = request.campaign
-    gates = [*campaign.gates, *request.gates]
-    parsed_gates = parse_gates(request.gates, field="--gate")
-    parsed_gates = parse_gates(campaign.gates, field="gates") + parsed_gates
-    preflight.check_campaign(campaign)
-    preflight.check_gates(campaign, request.gates, "--gate")
-    if not request.locustfile.is_file():
-        raise UsageError("--locustfile", f"{request.locustfile} does not exist")
-    if request.linger_s and not (request.metrics or request.prometheus):
-        raise UsageError("--linger", "keeps the exporters up: give --metrics or --prometheus")
+    gates = _check(request)
     prometheus_bin = find_prometheus() if request.prometheus else None
     run_dir = _run_dir(request)
     (run_dir / CAMPAIGN_FILE).write_text(request.campaign_text, encoding="utf-8")
     config = _stack_config(request, run_dir, gates)
     monitoring = _monitoring(request, run_dir, config, prometheus_bin)
+    meta = _start_meta(request, config, monitoring, run_dir, console)
+    _announce(request, run_dir, config, console)
+    outcome = _run_stack(request, LocalStack(config), monitoring, run_dir, meta, console)
+    summary = None
+    if not outcome.failed or (run_dir / "requests.jsonl").exists():  # nothing ran: no table
+        summary = _summary(run_dir, gates, console, outcome)
+    code = exit_code(
+        summary,
+        interrupted=outcome.interrupted,
+        usage_error=outcome.usage_error,
+        run_failed=outcome.run_failed,
+    )
+    if code == ExitCode.RUN_FAILED and not outcome.failed:
+        console.print("[red]the run produced no request records[/]")
+    meta.update({"exit_code": int(code), "finished": datetime.now(UTC).isoformat()})
+    _write_meta(run_dir, meta)
+    if summary is not None:
+        write_report(run_dir, summary, summary.gates)
+    console.print(f"results: {run_dir} (exit code {int(code)})")
+    return code
+
+
+def _check(request: RunRequest) -> list[Gate]:
+    """Everything that can be refused before a run directory exists; the run's gates."""
+    gates = [*preflight.check_campaign(request.campaign), *request.gates]
+    preflight.check_gates(request.campaign, request.gates, "--gate")
+    if not request.locustfile.is_file():
+        raise UsageError("--locustfile", f"{request.locustfile} does not exist")
+    if request.linger_s and not (request.metrics or request.prometheus):
+        raise UsageError("--linger", "keeps the exporters up: give --metrics or --prometheus")
+    return gates
+
+
+def _start_meta(
+    request: RunRequest,
+    config: StackConfig,
+    monitoring: Monitoring | None,
+    run_dir: Path,
+    console: Console,
+) -> dict[str, Any]:
+    """``run.json`` as written before anything starts."""
     meta: dict[str, Any] = {
         "command": shlex.join(request.argv) if request.argv else None,
         "campaign": str(request.campaign_path),
@@ -203,72 +252,93 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
                           "its /metrics is not scraped")  # fmt: skip
         meta["monitoring"] = monitoring.meta(run_dir, target if loopback_address(target) else None)
     _write_meta(run_dir, meta)
+    return meta
+
+
+def _announce(request: RunRequest, run_dir: Path, config: StackConfig, console: Console) -> None:
+    campaign = request.campaign
     console.print(f"[bold]ramplab[/] run [cyan]{run_dir}[/] ({campaign.name}, {config.workers} "
                   f"workers, {campaign.load_shape.duration_s:g} s)")  # fmt: skip
     if request.target_url and campaign.target.settings:
         console.print("[yellow]note:[/] --target given: the campaign's target settings are unused")
-    stack = LocalStack(config)
-    code: ExitCode | None = None
+
+
+def _run_stack(
+    request: RunRequest,
+    stack: LocalStack,
+    monitoring: Monitoring | None,
+    run_dir: Path,
+    meta: dict[str, Any],
+    console: Console,
+) -> _Outcome:
+    """Start the stack, watch the ramp, stop every process; what went wrong, first cause only."""
+    outcome = _Outcome()
     master_code: int | None = None
-    interrupted = False
-    stopped_at: float | None = None
     with _interruptible() as guard:
         try:
-            stack.start(on_step=lambda text: console.print(f"  {text}"))
-            meta["target"] = stack.target_url
-            meta["processes"] = {p.name: p.pid for p in stack.processes}
-            _write_meta(run_dir, meta)
-            if monitoring is not None:
-                _print_monitoring(meta["monitoring"], console)
-            timeout = campaign.load_shape.duration_s + campaign.drain_s + MASTER_SLACK_S
-            progress = LiveProgress(run_dir, campaign.load_shape, config.workers)
-            master_code = _watch(stack, progress, timeout, console)
-            if master_code is None:
-                console.print(f"[red]the master did not finish within {timeout:g} s[/]")
-                code = ExitCode.RUN_FAILED
-            elif monitoring is not None:
-                _after_ramp(monitoring, stack, guard, console, run_dir, meta)
+            master_code = _ramp(request, stack, monitoring, guard, run_dir, meta, console, outcome)
         except StackError as exc:
             sys.stderr.write(f"ramplab: {exc}\n")
             if exc.log_tail:
                 sys.stderr.write(f"--- last lines of {exc.process}'s log ---\n{exc.log_tail}\n")
-            code = ExitCode.USAGE if exc.exit_code == 2 else ExitCode.RUN_FAILED
+            outcome.fail(ExitCode.USAGE if exc.exit_code == 2 else ExitCode.RUN_FAILED)
         except _Interrupted as exc:
-            stopped_at = time.time()
+            outcome.stopped_at = time.time()
             console.print(f"[yellow]{exc}: stopping the stack, keeping the results[/]")
-            interrupted = True
+            outcome.interrupted = True
         finally:
             guard.stopping = True
             meta["processes"] = {p.name: p.pid for p in stack.processes}
             dead = [w.name for w in stack.dead_workers()]
-            codes = stack.stop()
-        meta["exit_codes"] = codes
-        if dead and code is None and not interrupted:
-            console.print(f"[red]workers died during the run: {', '.join(dead)}[/]")
-            code = ExitCode.RUN_FAILED
-        if master_code not in (None, 0, 3) and code is None and not interrupted:
-            console.print(
-                f"[red]the master exited with code {master_code}[/] (log: {run_dir}/logs)"
-            )
-            code = ExitCode.USAGE if master_code == 2 else ExitCode.RUN_FAILED
-        interrupted = interrupted or guard.received is not None
-        summary, gate_report = None, None
-        if code is None or (run_dir / "requests.jsonl").exists():  # nothing ran: no table
-            summary, gate_report = _finish(run_dir, parsed_gates, console, interrupted, stopped_at)
-        if interrupted:
-            code = ExitCode.INTERRUPTED
-        elif code is None:
-            if summary is None or not summary.get("requests"):
-                console.print("[red]the run produced no request records[/]")
-                code = ExitCode.RUN_FAILED
-            else:
-                code = gate_report.exit_code() if gate_report else ExitCode.OK
-        meta.update({"exit_code": int(code), "finished": datetime.now(UTC).isoformat()})
-        _write_meta(run_dir, meta)
-        if summary is not None:
-            write_report(run_dir, summary, gate_rows(gate_report))
-    console.print(f"results: {run_dir} (exit code {int(code)})")
-    return code
+            meta["exit_codes"] = stack.stop()
+        outcome.interrupted = outcome.interrupted or guard.received is not None
+    _process_failures(outcome, dead, master_code, run_dir, console)
+    return outcome
+
+
+def _ramp(
+    request: RunRequest,
+    stack: LocalStack,
+    monitoring: Monitoring | None,
+    guard: _SignalGuard,
+    run_dir: Path,
+    meta: dict[str, Any],
+    console: Console,
+    outcome: _Outcome,
+) -> int | None:
+    """The processes up, the ramp watched to its end; the master's exit code (``None``: it did
+    not finish in time)."""
+    campaign = request.campaign
+    stack.start(on_step=lambda text: console.print(f"  {text}"))
+    meta["target"] = stack.target_url
+    meta["processes"] = {p.name: p.pid for p in stack.processes}
+    _write_meta(run_dir, meta)
+    if monitoring is not None:
+        _print_monitoring(meta["monitoring"], console)
+    timeout = campaign.load_shape.duration_s + campaign.drain_s + MASTER_SLACK_S
+    progress = LiveProgress(run_dir, campaign.load_shape, stack.config.workers)
+    master_code = _watch(stack, progress, timeout, console)
+    if master_code is None:
+        console.print(f"[red]the master did not finish within {timeout:g} s[/]")
+        outcome.fail(ExitCode.RUN_FAILED)
+    elif monitoring is not None:
+        _after_ramp(monitoring, stack, guard, console, run_dir, meta)
+    return master_code
+
+
+def _process_failures(
+    outcome: _Outcome, dead: list[str], master_code: int | None, run_dir: Path, console: Console
+) -> None:
+    """Workers that died and a master that exited with an error fail the run, unless an
+    earlier cause (or an interrupt) already explains the end."""
+    if outcome.failed or outcome.interrupted:
+        return
+    if dead:
+        console.print(f"[red]workers died during the run: {', '.join(dead)}[/]")
+        outcome.fail(ExitCode.RUN_FAILED)
+    elif master_code not in (None, 0, 3):
+        console.print(f"[red]the master exited with code {master_code}[/] (log: {run_dir}/logs)")
+        outcome.fail(ExitCode.USAGE if master_code == 2 else ExitCode.RUN_FAILED)
 
 
 def _print_monitoring(info: dict[str, Any], console: Console) -> None:
@@ -340,29 +410,32 @@ def _watch(
     return code
 
 
-def _finish(
-    run_dir: Path,
-    gates: list[Any],
-    console: Console,
-    interrupted: bool,
-    stopped_at: float | None,
-) -> tuple[dict[str, Any] | None, GateReport | None]:
-    """Load (or rebuild and save) the summary, print the table and the gates."""
+def _summary(
+    run_dir: Path, gates: list[Gate], console: Console, outcome: _Outcome
+) -> RunSummary | None:
+    """The master's summary (rebuilt and saved when it is missing or the run was interrupted),
+    the per-step table and the gate verdicts. Gates are evaluated here only on a rebuilt
+    summary — by the same producer as the master's."""
     try:
-        summary = interrupted_summary(run_dir, stopped_at) if interrupted else load_summary(run_dir)
+        if outcome.interrupted:
+            summary = interrupted_summary(run_dir, outcome.stopped_at, gates)
+        else:
+            summary = load_summary(run_dir, gates=gates)
     except UsageError as exc:
         console.print(f"[red]no summary: {exc}[/]")
-        return None, None
+        return None
     title = "per-step summary"
-    if summary.get("stopped_at_s") is not None:
-        title += f" (interrupted after {summary['stopped_at_s']:.1f} s)"
+    if summary.stopped_at_s is not None:
+        title += f" (interrupted after {summary.stopped_at_s:.1f} s)"
         console.print("[yellow]summary.json rebuilt from requests.jsonl over what ran[/]")
-    elif summary.get("rebuilt"):
-        save_summary(run_dir, summary)
+    elif summary.rebuilt:
+        summary.write(run_dir / "summary.json")
         console.print("[yellow]summary.json rebuilt from requests.jsonl[/]")
+    if gates and not summary.gates:
+        # A locustfile without the ramp engine does not know the gates: they are judged here.
+        summary = summary.model_copy(update={"gates": evaluate_gates(gates, summary.to_json())})
+        summary.write(run_dir / "summary.json")
     print_steps(summary, console, title)
-    if not gates:
-        return summary, None
-    report = evaluate_gates(gates, summary)
-    print_gates(report, console)
-    return summary, report
+    if summary.gates:
+        print_gates(summary.gates, console)
+    return summary

@@ -3,16 +3,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ramplab.load.shapes import parse_shape
+from ramplab.load.shapes import Shape, parse_shape
 from ramplab.measure.record import RequestRecord
-from ramplab.results.steps import (
-    count_measured,
-    group_measured,
-    percentiles,
-    recovery_time_s,
-    step_stats,
-    summarize,
-)
+from ramplab.results.producer import EngineCounts, RunFacts, summarize
+from ramplab.results.steps import count_measured, group_measured, percentiles, recovery_time_s
+from ramplab.results.summary import Percentiles, RunSummary, StepStats
 
 T0 = 1_700_000_000.0  # run start, epoch seconds
 
@@ -54,12 +49,41 @@ def rec(
     )
 
 
+def ramp(
+    records: list[RequestRecord],
+    shape: Shape,
+    scheduled: list[int] | None = None,
+    dropped: list[int] | None = None,
+) -> RunSummary:
+    """The producer as the open-loop master calls it (dispatched = scheduled − dropped)."""
+    counts = None
+    if dropped is not None:
+        sent = [s - d for s, d in zip(scheduled or dropped, dropped, strict=True)]
+        counts = EngineCounts(sent, dropped)
+    facts = RunFacts(shape=shape, run_start=T0, mode="open", scheduled=scheduled, counts=counts)
+    return summarize(records, facts)
+
+
+def step_stats(
+    records: list[RequestRecord],
+    shape: Shape,
+    scheduled: list[int] | None = None,
+    dropped: list[int] | None = None,
+) -> tuple[StepStats, ...]:
+    return ramp(records, shape, scheduled, dropped).steps
+
+
+def p(got: Percentiles) -> dict[str, float | None]:
+    return {"p50": got.p50, "p90": got.p90, "p99": got.p99}
+
+
 def test_percentiles_are_exact_linear_interpolation() -> None:
     got = percentiles([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
     # numpy linear: position q·(n−1) → 50 % at 4.5 → 5.5; 90 % at 8.1 → 9.1; 99 % at 8.91 → 9.91
-    assert got == pytest.approx({"p50": 5.5, "p90": 9.1, "p99": 9.91})
-    assert percentiles([]) == {"p50": None, "p90": None, "p99": None}
-    assert percentiles([147.0]) == {"p50": 147.0, "p90": 147.0, "p99": 147.0}  # not 150
+    assert p(got) == pytest.approx({"p50": 5.5, "p90": 9.1, "p99": 9.91})
+    assert got.count == 10
+    assert percentiles([]) == Percentiles(p50=None, p90=None, p99=None, count=0)
+    assert p(percentiles([147.0])) == {"p50": 147.0, "p90": 147.0, "p99": 147.0}  # not 150
 
 
 def test_step_figures_against_hand_computed_values() -> None:
@@ -77,7 +101,7 @@ def test_step_figures_against_hand_computed_values() -> None:
         rec(9.999, ttft=400, ttlt=4000, tpot=None, tokens=1, lateness=40),
         rec(13.0, step=1, ttft=50),
     ]
-    s0, s1 = step_stats(records, shape, T0, scheduled=[16, 32], dropped=[1, 0])
+    s0, s1 = step_stats(records, shape, scheduled=[16, 32], dropped=[1, 0])
     assert (s0.index, s0.target_qps, s0.measured_s) == (0, 2, 8)
     assert s0.requests == 7
     assert s0.ok == 4
@@ -96,17 +120,17 @@ def test_step_figures_against_hand_computed_values() -> None:
     assert s0.output_tokens_per_s == pytest.approx((20 + 30 + 4 + 50 + 1) / 8)
     assert s0.attempts_per_s == pytest.approx(9 / 8)
     assert s0.retry_amplification == pytest.approx(9 / 7)
-    assert s0.ttft_ms == pytest.approx(
+    assert p(s0.ttft_ms) == pytest.approx(
         {"p50": 250.0, "p90": 370.0, "p99": 397.0}
     )  # [100, 200, 300, 400]
-    assert s0.tpot_ms["p50"] == pytest.approx(20.0)  # None TPOT skipped: [10, 20, 30]
-    assert s0.itl_ms["p50"] == pytest.approx(15.0)  # pooled [5, 15, 25]
-    assert s0.ttlt_ms["p99"] == pytest.approx(np.percentile([1000, 2000, 3000, 4000], 99))
-    assert s0.ttft_send_ms["p99"] == pytest.approx(np.percentile([100, 200, 300, 360], 99))
-    assert s0.lateness_ms["p99"] == pytest.approx(np.percentile([0, 0, 0, 0, 0, 40], 99))
+    assert s0.tpot_ms.p50 == pytest.approx(20.0)  # None TPOT skipped: [10, 20, 30]
+    assert s0.itl_ms.p50 == pytest.approx(15.0)  # pooled [5, 15, 25]
+    assert s0.ttlt_ms.p99 == pytest.approx(np.percentile([1000, 2000, 3000, 4000], 99))
+    assert s0.ttft_send_ms.p99 == pytest.approx(np.percentile([100, 200, 300, 360], 99))
+    assert s0.lateness_ms.p99 == pytest.approx(np.percentile([0, 0, 0, 0, 0, 40], 99))
     assert s1.requests == 1
-    assert s1.ttft_ms["p50"] == 50
-    d = s0.to_dict()
+    assert s1.ttft_ms.p50 == 50
+    d = s0.model_dump(mode="json")
     for key in (
         "target_qps",
         "achieved_qps",
@@ -124,13 +148,13 @@ def test_step_figures_against_hand_computed_values() -> None:
 
 
 def test_empty_step_has_none_ratios_and_zero_rates() -> None:
-    (s,) = step_stats([], parse_shape("5@10s"), T0)
+    (s,) = step_stats([], parse_shape("5@10s"))
     assert s.requests == 0
     assert s.achieved_qps == 0
     assert s.success_ratio is None
     assert s.retry_amplification is None
     assert s.scheduled is None
-    assert s.ttft_ms == {"p50": None, "p90": None, "p99": None}
+    assert s.ttft_ms == Percentiles(p50=None, p90=None, p99=None, count=0)
 
 
 def test_step_field_wins_over_time_and_warmup_uses_intended_start() -> None:
@@ -148,21 +172,21 @@ def test_count_measured_and_length_checks() -> None:
     shape = parse_shape("1,1@10s/5s")
     assert count_measured([0, 4.9, 5, 9.99, 10, 14, 15, 19.9, 20], shape) == [2, 2]
     with pytest.raises(ValueError, match="scheduled has 1 counts"):
-        step_stats([], shape, T0, scheduled=[1])
+        step_stats([], shape, scheduled=[1])
 
 
 def test_summarize_has_run_totals_and_steps() -> None:
     shape = parse_shape("1,1@10s")
     records = [rec(1.0, ttft=100), rec(11.0, ttft=300), rec(12.0, ok=False, status=429, ttft=None)]
-    summary = summarize(records, shape, T0, scheduled=[10, 10], dropped=[0, 2])
-    assert summary["requests"] == 3
-    assert summary["measured_s"] == 20
-    assert summary["achieved_qps"] == pytest.approx(3 / 20)
-    assert summary["error_ratio"] == pytest.approx(1 / 3)
-    assert summary["ttft_ms"]["p50"] == pytest.approx(200)
-    assert summary["dropped"] == 2
-    assert summary["drop_ratio"] == pytest.approx(2 / 20)
-    assert [s["requests"] for s in summary["steps"]] == [1, 2]
+    summary = ramp(records, shape, scheduled=[10, 10], dropped=[0, 2])
+    assert summary.requests == 3
+    assert summary.measured_s == 20
+    assert summary.achieved_qps == pytest.approx(3 / 20)
+    assert summary.error_ratio == pytest.approx(1 / 3)
+    assert summary.ttft_ms.p50 == pytest.approx(200)
+    assert summary.dropped == 2
+    assert summary.drop_ratio == pytest.approx(2 / 20)
+    assert [s.requests for s in summary.steps] == [1, 2]
 
 
 def test_recovery_time_after_an_outage() -> None:

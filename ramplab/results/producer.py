@@ -1,0 +1,228 @@
+"""The one producer of a ``RunSummary``: the records plus the run's facts, nothing else.
+
+Three callers, one code path: the ramp master (``MasterEngine.summary``: the engine's facts),
+a plain Locust run without the ramp engine (no shape: one step covering every record) and the
+CLI when it rebuilds a summary the master could not write (``report.rebuild_summary``: the
+facts from the saved campaign and ``progress.json``). The same records and facts give the
+same summary whoever asks. The producer also applies the per-request SLO (``slo_ok``) and
+evaluates the run's gates, so the verdicts are written into ``summary.json`` once.
+
+``dropped`` is counted in every mode. Open loop: arrivals of the schedule in a stage's measured
+window that no free user could take (the workers' pacers count them). Closed loop and a plain
+run: 0 — a user sends its next request when its last one ends, so there is no arrival that
+could wait for a user; the engine's reports say so for the closed loop, and a plain run has no
+engine. ``None`` only when the counts were lost (a rebuilt summary without them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ramplab.load.arrivals.schedule import build_schedule, make_process
+from ramplab.load.outage import RECOVERY_THRESHOLD, RECOVERY_WINDOW_S, Outage
+from ramplab.load.plan import Mode
+from ramplab.load.shapes import Shape, Stage
+from ramplab.measure.record import RequestRecord
+from ramplab.results.slo import Gate, RequestSlo, evaluate_gates
+from ramplab.results.steps import count_measured, group_measured, measure, recovery_time_s
+from ramplab.results.summary import OutageSummary, RunSummary, StepStats, WorkerCounts
+
+__all__ = ["EngineCounts", "OutageFacts", "RunFacts", "scheduled_counts", "summarize"]
+
+Epochs = Sequence[tuple[float, Sequence[str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineCounts:
+    """Per stage, what the workers' pacers reported (measured windows only)."""
+
+    dispatched: Sequence[int]
+    dropped: Sequence[int]
+    by_worker: Sequence[Mapping[str, WorkerCounts]] = ()
+
+    @classmethod
+    def from_reports(cls, reports: Mapping[str, Mapping[str, Any]], stages: int) -> EngineCounts:
+        """Summed over the workers' last progress reports (``{"dispatched": [...], "dropped":
+        [...]}`` per worker; empty lists from a worker that reported before it had the plan)."""
+        dispatched = [0] * stages
+        dropped = [0] * stages
+        by_worker: list[dict[str, WorkerCounts]] = [{} for _ in range(stages)]
+        for worker, report in sorted(reports.items()):
+            pairs = zip(report["dispatched"], report["dropped"], strict=True)
+            for index, (sent, lost) in enumerate(pairs):
+                dispatched[index] += sent
+                dropped[index] += lost
+                by_worker[index][worker] = WorkerCounts(dispatched=sent, dropped=lost)
+        return cls(dispatched, dropped, by_worker)
+
+
+@dataclass(frozen=True, slots=True)
+class OutageFacts:
+    outage: Outage
+    end_epoch: float  # when the target's outage window ends, on our clock
+
+
+@dataclass(frozen=True, slots=True)
+class RunFacts:
+    """What the records cannot tell: the plan, the engine's counts, the SLO and the gates.
+
+    ``shape=None`` is a plain run (Locust's own users, no ramp engine): one step covering every
+    record, starting at the first intended start.
+    """
+
+    shape: Shape | None = None
+    run_start: float | None = None  # epoch seconds of the schedule's offset 0
+    mode: Mode | None = None
+    shape_text: str | None = None
+    arrivals: str | None = None
+    seed: int | None = None
+    workers: Epochs | None = None
+    retry: Any = None
+    slo: RequestSlo = field(default_factory=RequestSlo)
+    scheduled: Sequence[int] | None = None  # open loop: the schedule's arrivals per stage
+    counts: EngineCounts | None = None
+    outage: OutageFacts | None = None
+    gates: Sequence[Gate] = ()
+    stopped_at_s: float | None = None
+    rebuilt: bool = False
+
+
+def scheduled_counts(plan_shape: Shape, arrivals: str, seed: int, measured: Shape) -> list[int]:
+    """Arrivals of the run's schedule (built from the whole ``plan_shape``) per stage of
+    ``measured`` — the plan's shape, or its part that ran before an interruption."""
+    schedule = build_schedule(plan_shape, make_process(arrivals), seed)
+    return count_measured(schedule.offsets, measured)
+
+
+def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
+    """The run's summary; sets ``slo_ok`` on ``records`` when the facts carry an SLO."""
+    if not facts.slo.empty:
+        facts.slo.apply(records)
+    shape, run_start, groups = _steps_of(records, facts)
+    n = len(shape.stages) if shape is not None else 0
+    counts = facts.counts
+    _check_lengths(n, facts.scheduled, counts)
+    dropped = _dropped(n, facts)
+    steps = tuple(
+        _step(stage, group, facts, index_dropped, index)
+        for index, (stage, group, index_dropped) in enumerate(
+            zip(shape.stages if shape else (), groups, dropped, strict=True)
+        )
+    )
+    window = sum(st.measured_s for st in steps)
+    total = measure(
+        [r for g in groups for r in g],
+        window,
+        sum(facts.scheduled) if facts.scheduled is not None else None,
+        None if any(d is None for d in dropped) else sum(d or 0 for d in dropped),
+    )
+    summary = RunSummary(
+        **total,
+        measured_s=window,
+        steps=steps,
+        mode=facts.mode,
+        shape=facts.shape_text,
+        arrivals=facts.arrivals,
+        seed=facts.seed,
+        run_start=run_start,
+        workers=_epochs(facts.workers),
+        retry=facts.retry,
+        outage=_outage(records, facts),
+        rebuilt=facts.rebuilt,
+        stopped_at_s=facts.stopped_at_s,
+    )
+    if not facts.gates:
+        return summary
+    verdicts = evaluate_gates(facts.gates, summary.to_json())
+    return summary.model_copy(update={"gates": verdicts})
+
+
+def _steps_of(
+    records: Sequence[RequestRecord], facts: RunFacts
+) -> tuple[Shape | None, float | None, list[list[RequestRecord]]]:
+    if facts.shape is not None:
+        run_start = facts.run_start if facts.run_start is not None else 0.0
+        return facts.shape, run_start, group_measured(records, facts.shape, run_start)
+    if not records:
+        # A plain run that measured nothing still has its one (empty) step.
+        return Shape((Stage(0, 0.0, 0.0, 0.0, 0.0),)), facts.run_start, [[]]
+    start = min(r.intended_start for r in records)
+    end = max(r.intended_start + (r.total_ms or 0.0) / 1000.0 for r in records)
+    # A plain run measures from its first request to the end of its last: no warm-up.
+    stage = Stage(0, 0.0, end - start, 0.0, 0.0)
+    return Shape((stage,)), start, [list(records)]
+
+
+def _check_lengths(
+    stages: int, scheduled: Sequence[int] | None, counts: EngineCounts | None
+) -> None:
+    for name, values in (
+        ("scheduled", scheduled),
+        ("dispatched", counts.dispatched if counts else None),
+        ("dropped", counts.dropped if counts else None),
+    ):
+        if values is not None and len(values) != stages:
+            raise ValueError(f"{name} has {len(values)} counts for {stages} stages")
+
+
+def _dropped(stages: int, facts: RunFacts) -> list[int | None]:
+    if facts.counts is not None:
+        return [int(d) for d in facts.counts.dropped]
+    if facts.shape is None or facts.mode == "closed":
+        return [0] * stages  # nothing can be dropped: see the module docstring
+    return [None] * stages
+
+
+def _step(
+    stage: Stage, group: list[RequestRecord], facts: RunFacts, dropped: int | None, index: int
+) -> StepStats:
+    scheduled = facts.scheduled[index] if facts.scheduled is not None else None
+    counts = facts.counts
+    dispatched = counts.dispatched[index] if counts is not None else None
+    lost = None
+    if scheduled is not None and dispatched is not None and dropped is not None:
+        lost = max(0, scheduled - dispatched - dropped)
+    by_worker = dict(counts.by_worker[index]) if counts and counts.by_worker else {}
+    plain = facts.shape is None
+    closed = facts.mode == "closed"
+    return StepStats(
+        **measure(group, stage.measured_s, scheduled, dropped),
+        index=stage.index,
+        start_s=stage.start_s,
+        duration_s=stage.duration_s,
+        warmup_s=stage.warmup_s,
+        measured_s=stage.measured_s,
+        # A plain run has no target; a closed loop's stage rate is its number of users.
+        target_qps=None if plain or closed else stage.rate,
+        target_users=stage.rate if closed else None,
+        dispatched=dispatched,
+        lost=lost,
+        by_worker=by_worker,
+    )
+
+
+def _epochs(workers: Epochs | None) -> tuple[tuple[float, tuple[str, ...]], ...] | None:
+    if workers is None:
+        return None
+    return tuple((float(start), tuple(ids)) for start, ids in workers)
+
+
+def _outage(records: Sequence[RequestRecord], facts: RunFacts) -> OutageSummary | None:
+    if facts.outage is None:
+        return None
+    outage = facts.outage.outage
+    return OutageSummary(
+        start_s=outage.start_s,
+        end_s=outage.end_s,
+        recovery_window_s=RECOVERY_WINDOW_S,
+        recovery_threshold=RECOVERY_THRESHOLD,
+        recovery_s=recovery_time_s(
+            records,
+            facts.outage.end_epoch,
+            window_s=RECOVERY_WINDOW_S,
+            threshold=RECOVERY_THRESHOLD,
+            use_goodput=not facts.slo.empty,
+        ),
+    )

@@ -1,0 +1,179 @@
+"""The typed run summary: ``summary.json`` is ``RunSummary.to_json()``, read back by ``from_json``.
+
+::
+
+    RunSummary          the run: its facts, the totals over every measured window, the gates
+    ├── steps: StepStats        one per load stage (a plain run: one step covering the run)
+    │   ├── by_worker: WorkerCounts
+    │   └── ttft_ms, ...: Percentiles
+    ├── outage: OutageSummary   with --ramplab-outage
+    └── gates: GateVerdict      every gate of the run, evaluated once by the producer
+
+``Figures`` holds what a step and the whole run share (counts, rates, ratios, latencies), so a
+gate reads ``ttft_ms.p99`` and ``steps[-1].ttft_ms.p99`` the same way. Every field is
+documented in ``docs/summary.md`` (a test keeps the two equal). Pydantic rather than
+dataclasses: the loader validates a file written by an older or foreign process and names the
+field that does not fit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ramplab.errors import UsageError
+
+__all__ = [
+    "Figures",
+    "GateStatus",
+    "GateVerdict",
+    "OutageSummary",
+    "Percentiles",
+    "RunSummary",
+    "StepStats",
+    "WorkerCounts",
+]
+
+GateStatus = Literal["pass", "fail", "invalid"]
+# What a gate can observe at the end of its path: a number, no data, or (a typo) anything else.
+Observed = int | float | str | bool | None
+
+
+class _Frozen(BaseModel):
+    # Unknown keys are ignored so a summary written by a newer ramplab still loads.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Percentiles(_Frozen):
+    """Exact percentiles (numpy, linear interpolation) of ``count`` values; ``None`` when empty."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    count: int = 0
+
+
+class WorkerCounts(_Frozen):
+    """One worker's arrivals in one stage's measured window."""
+
+    dispatched: int
+    dropped: int
+
+
+class Figures(_Frozen):
+    """The measured figures of a set of records over a window: one step, or the whole run."""
+
+    scheduled: int | None
+    dropped: int | None
+    requests: int
+    ok: int
+    attempts: int
+    offered_qps: float | None
+    achieved_qps: float
+    goodput_qps: float
+    output_tokens_per_s: float
+    attempts_per_s: float
+    retry_amplification: float | None
+    success_ratio: float | None
+    error_ratio: float | None
+    goodput_ratio: float | None
+    drop_ratio: float | None
+    errors: dict[str, int]
+    error_kinds: dict[str, int]
+    ttft_ms: Percentiles
+    ttft_send_ms: Percentiles
+    itl_ms: Percentiles
+    tpot_ms: Percentiles
+    ttlt_ms: Percentiles
+    ttfb_ms: Percentiles
+    lateness_ms: Percentiles
+
+
+class StepStats(Figures):
+    """One load stage: where it lies in the run, what it asked for, and its figures."""
+
+    index: int
+    start_s: float
+    duration_s: float
+    warmup_s: float
+    measured_s: float
+    target_qps: float | None
+    target_users: float | None
+    dispatched: int | None
+    lost: int | None
+    by_worker: dict[str, WorkerCounts]
+
+
+class OutageSummary(_Frozen):
+    """The target outage the run scheduled, and how long the run took to recover from it."""
+
+    start_s: float
+    end_s: float
+    recovery_window_s: float
+    recovery_threshold: float
+    recovery_s: float | None
+
+
+class GateVerdict(_Frozen):
+    """One gate's outcome: ``observed`` holds (resolved path, value), several for ``steps[*]``."""
+
+    gate: str
+    status: GateStatus
+    observed: tuple[tuple[str, Observed], ...] = ()
+    detail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+
+class RunSummary(Figures):
+    """The whole run: ``Figures`` over every measured window, its steps, facts and verdicts."""
+
+    measured_s: float
+    steps: tuple[StepStats, ...]
+    mode: Literal["open", "closed"] | None = None
+    shape: str | None = None
+    arrivals: str | None = None
+    seed: int | None = None
+    run_start: float | None = None
+    workers: tuple[tuple[float, tuple[str, ...]], ...] | None = None
+    retry: Any = None
+    outage: OutageSummary | None = None
+    gates: tuple[GateVerdict, ...] = ()
+    rebuilt: bool = False
+    stopped_at_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``summary.json`` form (plain JSON values; what gates are evaluated on)."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], source: str = "summary.json") -> RunSummary:
+        """Validate a ``summary.json`` mapping; ``UsageError`` names the field that does not fit."""
+        try:
+            return cls.model_validate(dict(data))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise UsageError(f"{source}: {where}", first["msg"]) from None
+
+    @classmethod
+    def read(cls, path: Path) -> RunSummary:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(str(path), f"cannot read a summary: {exc}") from None
+        if not isinstance(data, Mapping):
+            raise UsageError(str(path), "expected a JSON object")
+        return cls.from_json(data, str(path))
+
+    def write(self, path: Path) -> None:
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)  # a reader never sees half a summary
