@@ -10,7 +10,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +17,15 @@ import numpy as np
 import pytest
 
 from tests.support.processes import REPO, Process, TargetProcess
-from tests.support.ramp_runs import TARGET_ENV, RampRun, poisson_bound, run_ramp, wait_for_records
+from tests.support.ramp_runs import RampRun, poisson_bound, run_ramp, wait_for_records
+from tests.support.targets import SharedTarget
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def target() -> Iterator[TargetProcess]:
-    with TargetProcess(TARGET_ENV) as proc:
-        yield proc
+@pytest.fixture
+def target(shared_target: SharedTarget) -> TargetProcess:
+    return shared_target.reset()
 
 
 def offset(record: dict[str, Any], run: RampRun) -> float:
