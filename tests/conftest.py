@@ -26,3 +26,21 @@ def shared_target() -> Iterator[SharedTarget]:
     """
     with TargetProcess({**TARGET_ENV, "APP_ADMIN_TOKEN": ADMIN_TOKEN}) as target:
         yield SharedTarget(target)
+
+
+# Tests that assert on measured time (pacing, sleeps, lock waits, drift): one xdist group, so
+# under `-n` they run one after another on one worker instead of side by side.
+TIMING = (
+    "tests/target/test_pacing.py",
+    "tests/target/test_signing.py::test_lock_wait_grows_with_concurrency",
+    "tests/ramplab/load/test_pacer.py::test_real_gevent_pacer",
+    "tests/ramplab/measure/test_accuracy.py",
+    "tests/ramplab/plugin/test_openloop_runs.py::test_no_drift_over_a_long_stage",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist turns the marker into the item's group
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(TIMING):
+            item.add_marker(pytest.mark.xdist_group("timing"))
