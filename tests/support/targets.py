@@ -20,7 +20,7 @@ import httpx
 import uvicorn
 
 from target_service.app import create_app
-from target_service.settings import Settings
+from target_service.settings import Settings, load_settings
 from tests.support.processes import TargetProcess
 
 ADMIN_TOKEN = "ramplab-tests-admin"
@@ -62,6 +62,19 @@ class SharedTarget:
         sections["signing"].pop("threads", None)
         self.configure(sections)
         return self.target
+
+
+def settings_from_env(env: Mapping[str, str]) -> Settings:
+    """The settings a target process would build from ``APP_*`` variables ``env`` (on top of
+    ``configs/app.toml``), built here without touching this process's environment."""
+    overrides: dict[str, Any] = {}
+    for name, value in env.items():
+        *sections, key = name.removeprefix("APP_").lower().split("__")
+        node = overrides
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[key] = value
+    return load_settings(**overrides)
 
 
 class ThreadTarget:
