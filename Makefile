@@ -24,8 +24,10 @@ system-deps:
 demo: $(STAMP)
 	$(BIN)/python -m ramplab.stack.demo $(DEMO_ARGS)
 
+# The whole suite, in parallel (pytest-xdist, configured in pyproject.toml). PYTEST_ARGS are
+# passed on, e.g. the quick loop: make test PYTEST_ARGS='-m "not slow"'.
 test: $(STAMP) system-deps
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
@@ -34,6 +36,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# What developers and CI run (.ci/run): format, lint, types, then the whole suite.
 check: lint typecheck test
 
 bench: $(STAMP)

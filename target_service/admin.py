@@ -30,8 +30,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from target_service.errors import InvalidRequest, Unauthorized
-from target_service.redis_pool import RedisUnavailable
+from target_service.errors import InvalidRequest, RedisUnavailable, Unauthorized
 from target_service.runtime import Runtime
 
 log = logging.getLogger("target_service.admin")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -26,15 +25,20 @@ from starlette.routing import Route
 
 from target_service import admin, routes
 from target_service.embedded_redis import EmbeddedRedis
-from target_service.errors import APIError, InvalidRequest, NotFound
-from target_service.faults import InjectedDisconnect
+from target_service.errors import (
+    APIError,
+    InjectedDisconnect,
+    InvalidRequest,
+    NotFound,
+    RedisUnavailable,
+)
 from target_service.metrics import TargetMetrics
 from target_service.middleware.body_limit import BodyLimitMiddleware
 from target_service.middleware.metrics import MetricsMiddleware
 from target_service.middleware.process import ProcessHeaderMiddleware
-from target_service.redis_pool import RedisPool, RedisUnavailable
+from target_service.redis_pool import RedisPool
 from target_service.runtime import Runtime
-from target_service.settings import Settings, load_settings
+from target_service.settings import Settings
 from target_service.tracing import TRACER_NAME, build_provider
 
 if TYPE_CHECKING:
@@ -166,13 +170,4 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.metrics = metrics
-    return app
-
-
-def app_from_environment() -> Starlette:
-    """uvicorn's factory in each worker process: settings and metrics dir come from the env."""
-    from target_service.server import settle_gc
-
-    app = create_app(load_settings(), multiproc_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
-    settle_gc()
     return app

@@ -29,8 +29,8 @@ from typing import Any
 
 import jwt
 
-from target_service.errors import Unauthorized
-from target_service.keyring import KeyRing, KidError
+from target_service.errors import KidError, Unauthorized
+from target_service.keyring import KeyRing
 from target_service.metrics import TargetMetrics
 from target_service.settings import AuthSettings
 

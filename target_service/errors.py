@@ -1,25 +1,93 @@
-"""Errors the target answers with, in the OpenAI wire format.
+"""Every exception the target raises on purpose, in one tree split by what the caller does.
 
-Hierarchy, split by what a client should do about it::
+::
 
-    APIError                       {"error": {"message", "type", "code", "param"}}
-    ├── InvalidRequest     400     fix the request
-    │   └── BodyTooLarge   413
-    ├── Unauthorized       401     fetch a new token
-    ├── NotFound           404     unknown model or route
-    ├── RateLimited        429     retry after Retry-After
-    └── Unavailable        503     retry after Retry-After (overload, outage, Redis down)
+    TargetError                       root: catch this to catch anything the target means to raise
+    ├── StartupError                  fatal: the process refuses to start (the CLI exits 2)
+    │   ├── SettingsError             a settings key has an invalid value (named with the value)
+    │   ├── TracingUnavailable        tracing is configured but OpenTelemetry is not installed
+    │   └── CapacityError             Redis pool × processes > maxclients, capacity_check = refuse
+    ├── Overloaded                    retryable: answer 503 with Retry-After and keep serving
+    │   ├── RedisUnavailable          Redis did not answer in time, or refused
+    │   └── QueueFull                 no scheduler slot and no room (or patience) in the queue
+    ├── KidError                      refused credentials: the caller answers 401 with ``reason``
+    └── APIError                      the answer itself, in the OpenAI wire format
+        │                             {"error": {"message", "type", "code", "param"}}
+        ├── InvalidRequest     400    the client fixes the request
+        │   ├── BodyTooLarge   413
+        │   └── NotFound       404    unknown model or route
+        ├── Unauthorized       401    the client fetches a new token
+        ├── RateLimited        429    the client retries after Retry-After
+        └── Unavailable        503    the client retries after Retry-After (overload, outage)
+
+    InjectedDisconnect                outside the tree on purpose: not an error but a signal that
+                                      makes the server drop a stream (``midstream_mode = drop``)
 """
 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import orjson
 from starlette.responses import Response
 
 
-class APIError(Exception):
+class TargetError(Exception):
+    """The root of every exception the target raises on purpose."""
+
+
+class StartupError(TargetError):
+    """The process cannot start as configured; the message says which setting and why."""
+
+
+class SettingsError(StartupError):
+    """Invalid settings; the message names every offending key and its value."""
+
+
+class TracingUnavailable(StartupError):
+    """Tracing is configured but the OpenTelemetry packages are not installed."""
+
+
+class CapacityError(StartupError):
+    """The pool × processes rule is violated and ``capacity_check = "refuse"``."""
+
+
+class Overloaded(TargetError):
+    """A dependency or the engine cannot take the request now; the caller answers 503."""
+
+
+class RedisUnavailable(Overloaded):
+    """Redis did not answer in time or refused; the caller answers 503."""
+
+    def __init__(self, operation: str, cause: BaseException) -> None:
+        super().__init__(f"redis {operation} failed: {type(cause).__name__}")
+        self.operation = operation
+
+
+class QueueFull(Overloaded):
+    """No slot and no room (or no more patience) in the waiting queue."""
+
+    def __init__(self, reason: Literal["queue_full", "queue_timeout"]) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class KidError(TargetError):
+    """A ``kid`` that no verifying key carries; ``reason`` is ``unknown_kid`` or ``retired_key``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class InjectedDisconnect(Exception):
+    """Raised inside a stream to make the server drop the connection (``midstream_mode=drop``)."""
+
+
+class APIError(TargetError):
+    """An error answered to the client; subclasses set the HTTP status and the OpenAI type."""
+
     status = 500
     type = "server_error"
 

@@ -32,10 +32,6 @@ from target_service.metrics import TargetMetrics
 from target_service.settings import FaultSettings
 
 
-class InjectedDisconnect(Exception):
-    """Raised inside a stream to make the server drop the connection (``midstream_mode=drop``)."""
-
-
 def draw(seed: int, stream: str, n: int) -> float:
     digest = hashlib.blake2b(f"{seed}:{stream}:{n}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2**64

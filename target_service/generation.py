@@ -34,12 +34,18 @@ from typing import Any
 
 from target_service import tracing
 from target_service.clock import Clock
-from target_service.errors import InvalidRequest, NotFound, Unavailable
-from target_service.faults import FaultInjector, InjectedDisconnect
+from target_service.errors import (
+    InjectedDisconnect,
+    InvalidRequest,
+    NotFound,
+    QueueFull,
+    RedisUnavailable,
+    Unavailable,
+)
+from target_service.faults import FaultInjector
 from target_service.inference import InferenceModel, OutputPlan
 from target_service.metrics import TargetMetrics
-from target_service.redis_pool import RedisUnavailable
-from target_service.scheduler import QueueFull, Scheduler, Slot
+from target_service.scheduler import Scheduler, Slot
 from target_service.settings import Settings
 from target_service.signing import SIGNATURE_COMMENT, Signature, Signer, signed_message
 from target_service.textgen import generate_tokens

@@ -37,19 +37,12 @@ import orjson
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
+from target_service.errors import KidError, RedisUnavailable
 from target_service.metrics import TargetMetrics
-from target_service.redis_pool import RedisPool, RedisUnavailable
+from target_service.redis_pool import RedisPool
 
 log = logging.getLogger("target_service.keyring")
 Clock = Callable[[], float]
-
-
-class KidError(Exception):
-    """A ``kid`` that no verifying key carries; ``reason`` is ``unknown_kid`` or ``retired_key``."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 def _b64url_uint(value: int) -> str:

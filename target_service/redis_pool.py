@@ -32,24 +32,13 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
+from target_service.errors import CapacityError, RedisUnavailable
 from target_service.metrics import TargetMetrics
 from target_service.settings import RedisPoolSettings
 
 log = logging.getLogger("target_service.redis")
 T = TypeVar("T")
 REDIS_FAILURES = (RedisError, OSError, TimeoutError)
-
-
-class RedisUnavailable(Exception):
-    """Redis did not answer in time or refused; the caller answers 503."""
-
-    def __init__(self, operation: str, cause: BaseException) -> None:
-        super().__init__(f"redis {operation} failed: {type(cause).__name__}")
-        self.operation = operation
-
-
-class CapacityError(Exception):
-    """The pool × processes rule is violated and ``capacity_check = "refuse"``."""
 
 
 class _MeteredPool(BlockingConnectionPool):

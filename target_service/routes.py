@@ -19,9 +19,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from target_service.auth import Caller
-from target_service.errors import APIError, InvalidRequest, NotFound, RateLimited, Unavailable
+from target_service.errors import (
+    APIError,
+    InvalidRequest,
+    NotFound,
+    RateLimited,
+    RedisUnavailable,
+    Unavailable,
+)
 from target_service.ratelimit import Decision
-from target_service.redis_pool import RedisUnavailable
 from target_service.runtime import Runtime
 from target_service.wire import models_body, parse_chat_request
 

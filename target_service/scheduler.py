@@ -23,15 +23,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Literal
 
+from target_service.errors import QueueFull
+
 Observer = Callable[[int, int], None]  # (running, waiting) after every change
-
-
-class QueueFull(Exception):
-    """No slot and no room (or no more patience) in the waiting queue."""
-
-    def __init__(self, reason: Literal["queue_full", "queue_timeout"]) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class Slot:

@@ -19,10 +19,13 @@ from typing import Annotated, Any
 
 import typer
 import uvicorn
+from starlette.applications import Starlette
 
+from target_service.app import create_app
 from target_service.embedded_redis import EmbeddedRedis
-from target_service.settings import Settings, SettingsError, load_settings
-from target_service.tracing import TracingUnavailable, require_sdk
+from target_service.errors import StartupError
+from target_service.settings import Settings, load_settings
+from target_service.tracing import require_sdk
 
 # Collect the young generation every 20,000 net allocations instead of 700: a stream allocates
 # a few hundred objects, and at the default the collector ran hundreds of times a second under
@@ -37,6 +40,13 @@ def settle_gc() -> None:
     of the run."""
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+
+
+def app_from_environment() -> Starlette:
+    """uvicorn's factory in each worker process: settings and metrics dir come from the env."""
+    app = create_app(load_settings(), multiproc_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+    settle_gc()
+    return app
 
 
 cli = typer.Typer(add_completion=False, help="The ramplab reference target: a simulated LLM API.")
@@ -69,8 +79,6 @@ def serve(settings: Settings) -> None:
             "timeout_graceful_shutdown": 5,
         }
         if settings.workers == 1:
-            from target_service.app import create_app
-
             app = create_app(settings)
             settle_gc()
             uvicorn.run(app, **options)
@@ -84,7 +92,7 @@ def serve(settings: Settings) -> None:
         ):
             os.environ[f"APP_{key}"] = str(value)
         uvicorn.run(
-            "target_service.app:app_from_environment",
+            "target_service.server:app_from_environment",
             factory=True,
             workers=settings.workers,
             **options,
@@ -119,7 +127,7 @@ def main(
     try:
         settings = load_settings(**overrides)
         require_sdk(settings.tracing)
-    except (SettingsError, TracingUnavailable) as exc:
+    except StartupError as exc:
         print(f"target: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
     print("target settings: " + json.dumps(settings.masked()), file=sys.stderr, flush=True)

@@ -28,6 +28,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from target_service.errors import SettingsError
+
 DEFAULT_CONFIG_FILE = Path("configs/app.toml")
 
 
@@ -263,10 +265,6 @@ class Settings(BaseSettings):
             scheme, _, rest = self.redis_url.partition("://")
             data["redis_url"] = f"{scheme}://********@{rest.rpartition('@')[2]}"
         return data
-
-
-class SettingsError(Exception):
-    """Invalid settings; the message names every offending key and its value."""
 
 
 def config_file_path() -> Path | None:

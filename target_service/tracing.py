@@ -20,6 +20,7 @@ import os
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
+from target_service.errors import TracingUnavailable
 from target_service.settings import TracingSettings
 
 if TYPE_CHECKING:
@@ -36,10 +37,6 @@ class _Span(Protocol):
 
 
 current_span: ContextVar[_Span | None] = ContextVar("target_span", default=None)
-
-
-class TracingUnavailable(RuntimeError):
-    """Tracing is configured but the OpenTelemetry packages are not installed."""
 
 
 def event(name: str, **attributes: float | int | str) -> None:

@@ -15,8 +15,9 @@ import asyncio
 
 from redis.asyncio import Redis
 
+from target_service.errors import RedisUnavailable
 from target_service.metrics import TargetMetrics
-from target_service.redis_pool import RedisPool, RedisUnavailable
+from target_service.redis_pool import RedisPool
 
 FLUSH_S = 0.25
 _FIELDS = ("requests", "prompt_tokens", "completion_tokens")

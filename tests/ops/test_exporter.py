@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -22,7 +22,7 @@ from ramplab.metrics.exporter import (
     serve,
 )
 from tests.ops.exporter_worker import records
-from tests.support.processes import REPO, stop_groups
+from tests.support.processes import Process, poll_until, python
 from tests.support.scrape import wait_for
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -221,20 +221,20 @@ def test_serve_on_loopback_serves_the_registry() -> None:
 
 @contextmanager
 def worker(seed: int, count: int, *flags: str) -> Iterator[str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.ops.exporter_worker", "--seed", str(seed),
-         "--records", str(count), *flags],
-        cwd=REPO, stdout=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith("port="), f"worker printed {line!r}"
-        yield f"http://127.0.0.1:{int(line.removeprefix('port='))}/metrics"
-    finally:
-        stop_groups([process], grace_s=10)  # a worker hung in C code is killed, not waited on
-        if process.stdout is not None:
-            process.stdout.close()
+    with tempfile.TemporaryDirectory(prefix="ramplab-exporter-") as tmp:
+        out = Path(tmp) / "stdout"
+        process = Process(
+            python("-m", "tests.ops.exporter_worker", "--seed", str(seed), "--records",
+                   str(count), *flags),
+            out, stderr_path=Path(tmp) / "stderr", grace_s=10,
+        )  # fmt: skip
+        # A worker hung in C code is killed after the grace period, not waited on.
+        with process:
+            poll_until(lambda: "\n" in process.log(), 30, "the worker printed its port",
+                       process.running)  # fmt: skip
+            line = process.log().splitlines()[0]
+            assert line.startswith("port="), f"worker printed {line!r}"
+            yield f"http://127.0.0.1:{int(line.removeprefix('port='))}/metrics"
 
 
 @pytest.mark.timeout(60)

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support.processes import REPO
+from tests.support.processes import REPO, Process, group_gone, python
 
-RAMPLAB = [sys.executable, "-m", "ramplab.stack.cli"]
+RAMPLAB = python("-m", "ramplab.stack.cli")
 
 # A campaign of the smoke campaign's kind, shorter: one constant-rate stage.
 TINY = """\
@@ -34,19 +33,27 @@ def ramplab(
     timeout: float = 240,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*RAMPLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-        check=False, env={**os.environ, **(env or {})},
-    )  # fmt: skip
+    """Run the CLI to its end; after ``timeout`` its whole process group is stopped.
+
+    A CLI that ends by itself is left alone: whether it left anything running is for the
+    test to check (``wait_gone``), not for the harness to tidy away.
+    """
+    with tempfile.TemporaryDirectory(prefix="ramplab-cli-") as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        process = Process([*RAMPLAB, *args], out, env=env, cwd=cwd, stderr_path=err).start()
+        try:
+            code = process.wait(timeout)
+        except BaseException:
+            process.stop()
+            raise
+        return subprocess.CompletedProcess(
+            process.args, code, out.read_text(errors="replace"), err.read_text(errors="replace")
+        )
 
 
 def gone(pid: int) -> bool:
     """True when neither the process nor anything in its process group is left."""
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    return group_gone(pid)
 
 
 def wait_gone(pids: Sequence[int], timeout_s: float = 10.0) -> list[int]:

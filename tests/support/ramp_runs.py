@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,9 +15,9 @@ import numpy as np
 from ramplab.load.arrivals.schedule import Schedule, build_schedule, make_process
 from ramplab.load.shapes import parse_shape
 from target_service.embedded_redis import free_port
-from tests.support.processes import REPO
+from tests.support.processes import Process, python, stop_all
 
-LOCUST = [sys.executable, "-m", "locust", "-f", "locustfiles/llm_ramp.py"]
+LOCUST = python("-m", "locust", "-f", "locustfiles/llm_ramp.py")
 # Tiny streams so that the target is never the limit on a shared 2-core machine.
 STREAM = ["--max-tokens", "8", "--ignore-eos", "--chunk-size", "2"]
 TARGET_ENV = {
@@ -28,29 +25,6 @@ TARGET_ENV = {
     "APP_LATENCY__ITL_JITTER_MS": "0",
     "APP_LATENCY__PREFILL_OVERHEAD_MS": "5",
 }
-
-
-def _spawn(
-    args: Sequence[str], log: Path, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
-    handle = log.open("wb")
-    try:
-        return subprocess.Popen(
-            list(args),
-            cwd=REPO,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, **(env or {})},
-        )
-    finally:
-        handle.close()  # the child holds its own descriptor
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
 
 
 @dataclass
@@ -91,48 +65,45 @@ def run_ramp(
     *,
     workers: int = 0,
     timeout_s: float = 55.0,
-    during: Callable[[list[subprocess.Popen[bytes]], Path], None] | None = None,
+    during: Callable[[list[Process], Path], None] | None = None,
 ) -> RampRun:
     """Run a ramp headless; ``workers=0`` is a single local process, else master + N workers.
 
     ``during(workers, out)`` runs while the processes run (e.g. to kill one); the master must
-    end by itself within ``timeout_s``, everything left is killed afterwards.
+    end by itself within ``timeout_s``, everything left is stopped afterwards.
     """
     out = tmp / "run"
-    logs = {"master": tmp / "master.log"}
     common = [*STREAM, *args]  # later flags win: a test may override the stream
     if workers == 0:
-        master = _spawn([*LOCUST, "--host", host, "--headless", "--results-dir", str(out),
-                         *common], logs["master"])  # fmt: skip
+        master = Process([*LOCUST, "--host", host, "--headless", "--results-dir", str(out),
+                          *common], tmp / "master.log")  # fmt: skip
     else:
         port = free_port()
-        master = _spawn([*LOCUST, "--host", host, "--headless", "--master",
-                         "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                         "--expect-workers", str(workers), "--results-dir", str(out),
-                         *common], logs["master"])  # fmt: skip
-    procs: list[subprocess.Popen[bytes]] = []
+        master = Process([*LOCUST, "--host", host, "--headless", "--master",
+                          "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                          "--expect-workers", str(workers), "--results-dir", str(out),
+                          *common], tmp / "master.log")  # fmt: skip
+    procs = {"master": master}
+    for i in range(workers):
+        worker = [*LOCUST, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
+        procs[f"worker{i}"] = Process([*worker, *common], tmp / f"worker{i}.log")
     try:
-        for i in range(workers):
-            logs[f"worker{i}"] = tmp / f"worker{i}.log"
-            worker = [*LOCUST, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
-            procs.append(_spawn([*worker, *common], logs[f"worker{i}"]))
+        for proc in procs.values():
+            proc.start()
         if during is not None:
-            during(procs, out)
+            during([p for name, p in procs.items() if name != "master"], out)
         try:
             master.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill(master)
+        except TimeoutError:
             raise AssertionError(f"the master did not finish within {timeout_s} s") from None
-        for proc in procs:
-            try:
+        for proc in procs.values():
+            with contextlib.suppress(TimeoutError):  # whatever is left is stopped below
                 proc.wait(15)
-            except subprocess.TimeoutExpired:
-                _kill(proc)
     finally:
-        for proc in [master, *procs]:
-            _kill(proc)
-    texts = {name: path.read_text(errors="replace") for name, path in logs.items()}
-    return RampRun(out, master.returncode, texts)
+        stop_all(procs.values(), grace_s=5)
+    code = master.returncode
+    assert code is not None
+    return RampRun(out, code, {name: proc.log() for name, proc in procs.items()})
 
 
 def wait_for_records(out: Path, predicate: Callable[[list[dict[str, Any]]], bool],

@@ -6,6 +6,7 @@ import pytest
 
 from target_service.embedded_redis import EmbeddedRedis
 from tests.support.processes import TargetProcess
+from tests.support.targets import ThreadTarget, settings_from_env
 
 # A fast, jitter-free model whose timings tests can predict.
 FAST_MODEL = {
@@ -17,6 +18,7 @@ FAST_MODEL = {
 }
 
 StartTarget = Callable[..., TargetProcess]
+StartThreadTarget = Callable[[dict[str, str]], ThreadTarget]
 
 
 @pytest.fixture
@@ -41,3 +43,20 @@ def fast_target(redis_server: EmbeddedRedis) -> Iterator[TargetProcess]:
     """One shared target with the fast model, for tests that do not change settings."""
     with TargetProcess(env={"APP_REDIS_URL": redis_server.url, **FAST_MODEL}) as target:
         yield target
+
+
+@pytest.fixture
+def start_thread_target(redis_server: EmbeddedRedis) -> Iterator[StartThreadTarget]:
+    """Serve the real app in a thread of this process (same settings as ``start_target``, as
+    ``APP_*`` names), for tests where a subprocess adds nothing; all are stopped afterwards."""
+    started: list[ThreadTarget] = []
+
+    def start(env: dict[str, str]) -> ThreadTarget:
+        settings = settings_from_env({"APP_REDIS_URL": redis_server.url, **FAST_MODEL, **env})
+        target = ThreadTarget(settings)
+        started.append(target)
+        return target.start()
+
+    yield start
+    for target in started:
+        target.stop()

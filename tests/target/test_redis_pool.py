@@ -1,4 +1,8 @@
-"""The Redis pool: pre-warmed connections, metrics, and the capacity rule checked at start-up."""
+"""The Redis pool: pre-warmed connections, metrics, and the capacity rule checked at start-up.
+
+The pool itself runs in an in-process target; the capacity rule, which stops or warns at a
+process's start-up and counts worker processes, keeps real target processes.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import redis
 
 from target_service.embedded_redis import EmbeddedRedis
 from tests.support.processes import TargetProcess
+from tests.support.targets import ThreadTarget, settings_from_env
 from tests.target.stress_helpers import chat_body, metric, target_env, wait_until
 
 
@@ -33,7 +38,7 @@ def client_count(server: EmbeddedRedis) -> int:
 def test_pool_is_prewarmed_and_metered(small_redis: EmbeddedRedis) -> None:
     before = client_count(small_redis)
     env = target_env(small_redis, redis_pool__capacity_check="off", ratelimit__client_limit=1000)
-    with TargetProcess(env) as process:
+    with ThreadTarget(settings_from_env(env)) as process:
         # 16 connections opened at start ("maxIdle 16"); the key ring may add a few more.
         assert client_count(small_redis) - before >= 16
         for _ in range(5):
@@ -64,7 +69,7 @@ def test_pool_caps_connections_and_meters_waiting_callers(small_redis: EmbeddedR
         redis_pool__capacity_check="off",
     )
     requests = 6
-    with TargetProcess(env) as process:
+    with ThreadTarget(settings_from_env(env)) as process:
 
         def gauges() -> tuple[float, float]:
             text = httpx.get(process.url + "/metrics").text

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import httpx
 
 from tests.support.scrape import metric, wait_for
-from tests.target.conftest import StartTarget
+from tests.target.conftest import StartThreadTarget
 
 MODEL = "ramplab-sim-1"
 
@@ -40,8 +40,10 @@ def queue_ms(response: httpx.Response) -> float:
     return float(timing["queue"])
 
 
-def test_full_queue_answers_503_with_retry_after(start_target: StartTarget) -> None:
-    target = start_target({"APP_SCHEDULER__MAX_NUM_SEQS": "1", "APP_SCHEDULER__MAX_WAITING": "0"})
+def test_full_queue_answers_503_with_retry_after(start_thread_target: StartThreadTarget) -> None:
+    target = start_thread_target(
+        {"APP_SCHEDULER__MAX_NUM_SEQS": "1", "APP_SCHEDULER__MAX_WAITING": "0"}
+    )
     with httpx.Client(timeout=30) as client, open_stream(client, target.url, 400):
         refused = client.post(target.url + "/v1/chat/completions", json=body(5))
     assert refused.status_code == 503
@@ -53,8 +55,8 @@ def test_full_queue_answers_503_with_retry_after(start_target: StartTarget) -> N
     )
 
 
-def test_waiting_request_times_out_with_503(start_target: StartTarget) -> None:
-    target = start_target(
+def test_waiting_request_times_out_with_503(start_thread_target: StartThreadTarget) -> None:
+    target = start_thread_target(
         {
             "APP_SCHEDULER__MAX_NUM_SEQS": "1",
             "APP_SCHEDULER__MAX_WAITING": "1",
@@ -68,12 +70,14 @@ def test_waiting_request_times_out_with_503(start_target: StartTarget) -> None:
 
 
 def test_static_batches_make_short_requests_wait_behind_long_ones(
-    start_target: StartTarget,
+    start_thread_target: StartThreadTarget,
 ) -> None:
     long_tokens, itl_s = 200, 0.005  # the long request decodes for ~1 s
     waits = {}
     for kind in ("continuous", "static"):
-        target = start_target({"APP_SCHEDULER__KIND": kind, "APP_SCHEDULER__MAX_NUM_SEQS": "4"})
+        target = start_thread_target(
+            {"APP_SCHEDULER__KIND": kind, "APP_SCHEDULER__MAX_NUM_SEQS": "4"}
+        )
         with httpx.Client(timeout=30) as client:
             with open_stream(client, target.url, long_tokens):
                 # The long stream is admitted and past prefill (and the 5 ms batch window).
@@ -86,8 +90,10 @@ def test_static_batches_make_short_requests_wait_behind_long_ones(
     assert waits["static"] > 0.5 * long_tokens * itl_s * 1000
 
 
-def test_disconnect_frees_the_slot_at_once(start_target: StartTarget) -> None:
-    target = start_target({"APP_SCHEDULER__MAX_NUM_SEQS": "1", "APP_SCHEDULER__MAX_WAITING": "0"})
+def test_disconnect_frees_the_slot_at_once(start_thread_target: StartThreadTarget) -> None:
+    target = start_thread_target(
+        {"APP_SCHEDULER__MAX_NUM_SEQS": "1", "APP_SCHEDULER__MAX_WAITING": "0"}
+    )
     metrics_url = target.url + "/metrics"
     with httpx.Client(timeout=30) as client:
         with open_stream(client, target.url, 100_000) as stream:
@@ -103,9 +109,9 @@ def test_disconnect_frees_the_slot_at_once(start_target: StartTarget) -> None:
 
 
 def test_client_that_stops_reading_is_cut_off_after_send_timeout(
-    start_target: StartTarget,
+    start_thread_target: StartThreadTarget,
 ) -> None:
-    target = start_target({"APP_STREAM__SEND_TIMEOUT_S": "0.5", "APP_LATENCY__ITL_MS": "0"})
+    target = start_thread_target({"APP_STREAM__SEND_TIMEOUT_S": "0.5", "APP_LATENCY__ITL_MS": "0"})
     payload = httpx.Request("POST", target.url + "/v1/chat/completions", json=body(120_000))
     request_bytes = (
         f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"

@@ -10,7 +10,8 @@ import tomllib
 import pytest
 from pydantic import SecretStr
 
-from target_service.settings import Settings, SettingsError, load_settings
+from target_service.errors import SettingsError
+from target_service.settings import Settings, load_settings
 from tests.support.processes import REPO
 
 

@@ -21,7 +21,8 @@ from starlette.applications import Starlette
 
 from target_service.app import create_app
 from target_service.embedded_redis import EmbeddedRedis, free_port
-from target_service.settings import SettingsError, load_settings
+from target_service.errors import SettingsError
+from target_service.settings import load_settings
 from tests.support.processes import REPO, TargetProcess
 from tests.support.scrape import wait_for
 

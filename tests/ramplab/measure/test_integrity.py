@@ -38,6 +38,7 @@ from target_service import signing as target_signing
 from target_service.keyring import RingKey
 from target_service.textgen import generate_tokens
 from tests.support.processes import REPO, TargetProcess
+from tests.support.targets import ThreadTarget, settings_from_env
 from tests.support.tiny_server import DONE, ROLE, Reply, TinyServer, usage
 
 KEY = RingKey.generate(1)
@@ -124,7 +125,7 @@ def _run(url: str, body: dict[str, object], n: int) -> list[RequestRecord]:
 @pytest.mark.parametrize("mode", ["locked", "parallel", "ed25519"])
 def test_real_target_signatures_verify_in_each_mode(mode: str) -> None:
     env = {"APP_SIGNING__MODE": mode, "APP_LATENCY__ITL_MS": "1"}
-    with TargetProcess(env) as target:
+    with ThreadTarget(settings_from_env(env)) as target:
         streamed = _run(target.url, _stream_body(), 4)
         plain = _run(target.url, {**_stream_body(), "stream": False, "stream_options": None}, 2)
     for record in streamed + plain:
@@ -134,7 +135,8 @@ def test_real_target_signatures_verify_in_each_mode(mode: str) -> None:
 
 
 def test_unsigned_target_fails_integrity_when_asked() -> None:
-    with TargetProcess({"APP_SIGNING__MODE": "off", "APP_LATENCY__ITL_MS": "1"}) as target:
+    env = {"APP_SIGNING__MODE": "off", "APP_LATENCY__ITL_MS": "1"}
+    with ThreadTarget(settings_from_env(env)) as target:
         (record,) = _run(target.url, _stream_body(), 1)
         with make_client(ClientOptions()) as client:
             unchecked = RequestChain(client, Endpoint(target.url + "/v1/chat/completions")).run(
@@ -257,7 +259,7 @@ def test_text_rule_is_the_targets() -> None:
 
 def test_real_target_text_verifies_with_the_reported_or_requested_seed() -> None:
     env = {"APP_SIGNING__MODE": "off", "APP_LATENCY__ITL_MS": "1"}
-    with TargetProcess(env) as target, make_client(ClientOptions()) as client:
+    with ThreadTarget(settings_from_env(env)) as target, make_client(ClientOptions()) as client:
         chain = RequestChain(
             client,
             Endpoint(target.url + "/v1/chat/completions", 10.0),

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.processes import TargetProcess
-from tests.support.ramp_runs import TARGET_ENV, run_ramp
+from tests.support.ramp_runs import run_ramp
+from tests.support.targets import SharedTarget
 
 pytestmark = pytest.mark.slow
 
 SHAPE = ["--ramplab-shape", "5@3s"]
 
 
-@pytest.fixture(scope="module")
-def target() -> Iterator[TargetProcess]:
-    with TargetProcess(TARGET_ENV) as proc:
-        yield proc
+@pytest.fixture
+def target(shared_target: SharedTarget) -> TargetProcess:
+    return shared_target.reset()
 
 
 def test_gates_pass_exit_0(target: TargetProcess, tmp_path: Path) -> None:

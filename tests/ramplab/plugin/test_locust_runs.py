@@ -11,25 +11,26 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from target_service.embedded_redis import free_port
+from target_service.settings import LatencySettings
 from tests.support.processes import REPO, TargetProcess
+from tests.support.targets import SharedTarget
 
 pytestmark = pytest.mark.slow
 
-ENV = {"APP_LATENCY__ITL_MS": "5", "APP_LATENCY__ITL_JITTER_MS": "0"}
+# ITL 5 ms, no jitter, the rest of the model at its defaults.
+LATENCY = {**LatencySettings().model_dump(), "itl_ms": 5.0, "itl_jitter_ms": 0.0}
 LOCUST = [sys.executable, "-m", "locust", "-f", "locustfiles/llm_stream.py"]
 COMMON = ["--max-tokens", "12", "--ignore-eos", "--chunk-size", "2"]
 
 
-@pytest.fixture(scope="module")
-def target() -> Iterator[TargetProcess]:
-    with TargetProcess(ENV) as proc:
-        yield proc
+@pytest.fixture
+def target(shared_target: SharedTarget) -> TargetProcess:
+    return shared_target.reset({"latency": LATENCY})
 
 
 def records(path: Path) -> list[dict[str, object]]:

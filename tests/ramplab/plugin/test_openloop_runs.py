@@ -7,27 +7,25 @@ the run's global schedule, rebuilt from the seed the summary reports (``build_sc
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.support.processes import REPO, TargetProcess
-from tests.support.ramp_runs import TARGET_ENV, RampRun, poisson_bound, run_ramp, wait_for_records
+from tests.support.processes import REPO, Process, TargetProcess
+from tests.support.ramp_runs import RampRun, poisson_bound, run_ramp, wait_for_records
+from tests.support.targets import SharedTarget
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def target() -> Iterator[TargetProcess]:
-    with TargetProcess(TARGET_ENV) as proc:
-        yield proc
+@pytest.fixture
+def target(shared_target: SharedTarget) -> TargetProcess:
+    return shared_target.reset()
 
 
 def offset(record: dict[str, Any], run: RampRun) -> float:
@@ -122,10 +120,10 @@ def test_workers_share_the_schedule_exactly(
 def test_killed_worker_the_rest_keeps_the_rate(target: TargetProcess, tmp_path: Path) -> None:
     seen_before_kill: list[dict[str, Any]] = []
 
-    def kill_one(procs: list[subprocess.Popen[bytes]], out: Path) -> None:
+    def kill_one(procs: list[Process], out: Path) -> None:
         # Kill a worker once every worker has records in the file, i.e. mid-step.
         records = wait_for_records(out, lambda rs: len({r["worker"] for r in rs}) == 3)
-        os.killpg(procs[0].pid, signal.SIGKILL)
+        procs[0].signal(signal.SIGKILL)
         procs[0].wait(10)
         seen_before_kill.extend(records)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +18,20 @@ import pytest
 
 from target_service.faults import draw
 from tests.support.processes import TargetProcess
-from tests.support.ramp_runs import TARGET_ENV, RampRun, run_ramp
+from tests.support.ramp_runs import RampRun, run_ramp
+from tests.support.targets import ADMIN_TOKEN, SharedTarget
 
 pytestmark = pytest.mark.slow
 
-TOKEN = "retry-test-admin"
+TOKEN = ADMIN_TOKEN
 SHAPE = ["--ramplab-shape", "10@5s"]
 # gevent's timer may fire up to a loop iteration early; 2 ms covers it on a loaded machine.
 SLEEP_TOLERANCE_S = 0.002
 
 
-@pytest.fixture(scope="module")
-def target() -> Iterator[TargetProcess]:
-    with TargetProcess({**TARGET_ENV, "APP_ADMIN_TOKEN": TOKEN}) as proc:
-        yield proc
+@pytest.fixture
+def target(shared_target: SharedTarget) -> TargetProcess:
+    return shared_target.reset()
 
 
 def set_faults(target: TargetProcess, **faults: Any) -> None:
