@@ -167,6 +167,21 @@ class Process:
         self.stop()
 
 
+def reap(proc: subprocess.Popen[str]) -> None:
+    """Kill ``proc``'s process group if it still runs, wait for it and close its pipes.
+
+    For the tests that start a CLI with ``Popen(stdout=PIPE)`` themselves: when an assertion
+    fails before ``communicate()``, the pipes would otherwise be closed by the garbage collector
+    later, and the ``ResourceWarning`` fails whichever test runs then (``filterwarnings = error``).
+    """
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+
+
 def group_gone(pid: int) -> bool:
     """True when no process of the group led by ``pid`` is left."""
     try:

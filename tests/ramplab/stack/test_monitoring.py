@@ -16,7 +16,7 @@ import pytest
 
 from ramplab.stack.monitoring import loopback_address
 from tests.support.cli import RAMPLAB, TINY, ramplab, records, run_meta, wait_gone
-from tests.support.processes import REPO
+from tests.support.processes import REPO, reap
 
 PROMETHEUS = shutil.which("prometheus")
 # The test ends the linger itself with Ctrl-C; this is only the upper bound.
@@ -89,9 +89,7 @@ def test_prometheus_scrapes_the_whole_run_and_stays_up_to_be_queried(tmp_path: P
         os.kill(cli.pid, signal.SIGINT)  # Ctrl-C ends the linger, not the run
         out, err = cli.communicate(timeout=60)
     finally:
-        if cli.poll() is None:
-            os.killpg(cli.pid, signal.SIGKILL)
-            cli.wait()
+        reap(cli)
     assert cli.returncode == 0, out[-3000:] + err[-3000:]
     assert "Traceback" not in err
     assert f"Prometheus: {url}/graph" in out

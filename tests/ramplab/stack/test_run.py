@@ -23,7 +23,7 @@ from tests.support.cli import (
     table_section,
     wait_gone,
 )
-from tests.support.processes import REPO
+from tests.support.processes import REPO, reap
 
 pytestmark = pytest.mark.slow
 
@@ -178,9 +178,7 @@ def test_interrupt_mid_run_exits_130_keeps_results_and_leaves_no_process(
         os.kill(proc.pid, signum)  # SIGINT: what Ctrl-C sends to the CLI
         out, err = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        reap(proc)
     assert proc.returncode == 130, out[-3000:] + err[-3000:]
     assert "Traceback" not in err
     meta = run_meta(run_dir)
@@ -227,9 +225,7 @@ def test_a_worker_killed_mid_run_fails_the_run_but_keeps_its_results(tmp_path: P
         os.killpg(victim, signal.SIGKILL)
         out, err = proc.communicate(timeout=180)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        reap(proc)
     assert proc.returncode == 4, out[-3000:] + err[-3000:]
     assert "workers died during the run: worker-2" in out
     meta = run_meta(run_dir)
@@ -266,8 +262,6 @@ def test_web_ui_serves_during_the_run(tmp_path: Path) -> None:
         assert answer.json()["state"] in ("spawning", "running", "ready")
         proc.wait(timeout=120)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        reap(proc)
     assert proc.returncode == 0, out_path.read_text()[-3000:]
     assert json.loads((tmp_path / "ui" / "summary.json").read_text())["requests"] > 0
