@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ramplab.measure.auth import AuthError, JwtAuth, StaticKeyAuth
+from ramplab.errors import AuthError
+from ramplab.measure.auth import JwtAuth, StaticKeyAuth
 from ramplab.measure.chain import Auth, NoAuth
 from ramplab.measure.client import ClientOptions, DnsCache, make_client, ssl_context
 from ramplab.measure.integrity import JwksKeys, Verifier
