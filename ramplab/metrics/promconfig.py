@@ -20,7 +20,7 @@ import yaml
 
 from ramplab.errors import PromConfigError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHIPPED_RULES = REPO / "prometheus" / "rules"
 LOOPBACK_NAMES = frozenset({"localhost"})
 

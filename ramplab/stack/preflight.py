@@ -24,7 +24,7 @@ from ramplab.stack.campaign import Campaign, CampaignError
 
 __all__ = ["check_campaign", "check_gates", "summary_template", "target_check", "target_env"]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # Keys the master adds to summarize()'s output (ramplab.plugin.master); a gate may name them.
 _RUN_KEYS = ("mode", "shape", "arrivals", "seed", "run_start", "workers", "retry")
 _STEP_KEYS = ("dispatched", "by_worker", "lost", "target_users")

@@ -10,7 +10,7 @@ from pathlib import Path
 from ramplab.metrics.dashboards.catalog import all_dashboards
 from ramplab.metrics.dashboards.model import Dashboard, render
 
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "grafana" / "dashboards"
+DEFAULT_DIR = Path(__file__).resolve().parents[3] / "grafana" / "dashboards"
 
 
 def file_name(dashboard: Dashboard) -> str:
