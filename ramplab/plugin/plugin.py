@@ -133,7 +133,7 @@ class RamplabPlugin:
                 self.writer = ResultsWriter(settings.results_dir)
             except OSError as exc:
                 where = str(settings.results_dir)
-                raise UsageError("--results-dir", f"{where!r}: {exc.strerror}") from None
+                raise UsageError("", f"--results-dir {where!r}: {exc.strerror}") from None
             if isinstance(runner, MasterRunner):
                 receive_into(runner, self.writer)
         if run is not None:
@@ -147,7 +147,7 @@ class RamplabPlugin:
             try:
                 self.progress = ProgressWriter(self.master_engine, path)
             except OSError as exc:
-                raise UsageError(progress.OPTION, f"{str(path)!r}: {exc.strerror}") from None
+                raise UsageError("", f"{progress.OPTION} {str(path)!r}: {exc.strerror}") from None
 
     def _start_engines(self, run: RunOptions) -> None:
         # httpx logs every request at INFO, which Locust's root logger shows and a worker forwards
