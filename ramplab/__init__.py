@@ -5,11 +5,9 @@ locustfile uses. The Locust classes load on first access, so that ``import rampl
 report) never imports Locust, whose import monkey-patches the process with gevent.
 """
 
-from __future__ import annotations
-
-import importlib
-from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+import typing as _typing
+from importlib import metadata as _metadata
 
 from ramplab.errors import (
     AuthError,
@@ -25,14 +23,14 @@ from ramplab.errors import (
 )
 from ramplab.exitcodes import ExitCode
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ramplab.plugin.ramp_user import RampUser
     from ramplab.plugin.shape import RampShape
     from ramplab.plugin.users import LLMStreamUser
 
 try:
-    __version__ = version("ramplab")
-except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = _metadata.version("ramplab")
+except _metadata.PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"
 
 _LAZY = {
@@ -60,11 +58,11 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'ramplab' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    return getattr(_importlib.import_module(module), name)
 
 
 def __dir__() -> list[str]:
