@@ -7,6 +7,7 @@ The probe runs in a subprocess (``plugin_probe.py``): importing Locust monkey-pa
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from typing import Any
@@ -68,3 +69,27 @@ def test_web_ui_stop_writes_the_summary_and_quitting_adds_only_news(
     assert probe["b_summary_after_stop"] == 1
     assert probe["b_rewritten_with_nothing_new"] is False
     assert probe["c_summary_requests"] == 2
+
+
+def _locust(locustfile: str, *args: str) -> subprocess.CompletedProcess[str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens: fails at once
+    return subprocess.run(
+        [sys.executable, "-m", "locust", "-f", f"locustfiles/{locustfile}", "--host", closed,
+         "--headless", "--model", "m", "--exit-code-on-error", "0", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_a_ramp_locustfile_needs_a_shape_a_plain_one_has_no_ramp_options() -> None:
+    ramp = _locust("llm_ramp.py")
+    assert ramp.returncode == 2
+    assert "ramplab: --ramplab-shape: a ramp run needs a shape" in ramp.stderr
+    assert "Traceback" not in ramp.stderr
+    plain = _locust("llm_stream.py", "-u", "1", "-t", "1s")
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    assert "ramplab-shape" not in plain.stderr
+    unknown = _locust("llm_stream.py", "-u", "1", "-t", "1s", "--ramplab-shape", "1@1s")
+    assert unknown.returncode != 0
+    assert "--ramplab-shape" in unknown.stderr  # not an option of a plain streaming run
