@@ -8,7 +8,6 @@ Distributed: add ``--master --expect-workers N`` here and run N ``--worker`` pro
 ``--ramplab-max-users``).
 """
 
-from ramplab.plugin import progress as _progress  # noqa: F401 - registers --ramplab-progress-file
 from ramplab.plugin.ramp_user import RampUser
 from ramplab.plugin.shape import RampShape
 

@@ -23,14 +23,9 @@ from typing import Any
 import httpx
 import orjson
 
+from ramplab.errors import IntegrityError
 from ramplab.measure.client import PhaseTrace, TimedStream
-from ramplab.measure.integrity import (
-    ERROR_KIND,
-    SIGNATURE_COMMENT,
-    IntegrityError,
-    Signature,
-    Verifier,
-)
+from ramplab.measure.integrity import ERROR_KIND, SIGNATURE_COMMENT, Signature, Verifier
 from ramplab.measure.sse import SSEEvent, SSEParser
 
 Clock = Callable[[], float]

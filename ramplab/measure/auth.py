@@ -15,11 +15,9 @@ from collections.abc import Callable
 
 import httpx
 
+from ramplab.errors import AuthError
+
 Clock = Callable[[], float]
-
-
-class AuthError(RuntimeError):
-    """The token endpoint refused the credentials or answered something unusable."""
 
 
 class StaticKeyAuth:

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from ramplab.errors import AuthError
 from ramplab.measure.attempt import AttemptResult, run_attempt, verify_attempt
-from ramplab.measure.auth import AuthError
 from ramplab.measure.integrity import Verifier
 from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.measure.tokens import ApproxTokenCounter, TokenCounter

@@ -27,15 +27,26 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpcore
 import httpx
-from gevent.monkey import get_original
-
-_os_poll: Callable[[], Any] = get_original("select", "poll")
 
 Clock = Callable[[], float]
+
+
+class Poller(Protocol):
+    """What ``select.poll()`` returns."""
+
+    def register(self, fd: int, eventmask: int = ..., /) -> None: ...
+
+    def poll(self, timeout: float | None = ..., /) -> list[tuple[int, int]]: ...
+
+
+# Makes an OS poll object. Under gevent, ``select.poll`` is gevent's cooperative one, which is what
+# ``_readable_now`` must not use; the Locust plugin passes the original (``gevent.monkey.
+# get_original``), everyone else gets the OS's own by default.
+PollFactory = Callable[[], Poller]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +95,14 @@ class TimedStream(httpcore.NetworkStream):
         dns_s: float,
         clock: Clock = time.perf_counter,
         stamped: socket.socket | None = None,
+        poll: PollFactory = select.poll,
     ) -> None:
         self.inner = inner
         self.dns_s = dns_s
         self.clock = clock
         self.arrived_at: float | None = None
         self._sock = stamped  # the socket with kernel stamps on; None: stamp in user space
+        self._poll = poll
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if self._sock is None:
@@ -125,15 +138,15 @@ class TimedStream(httpcore.NetworkStream):
         timeout: float | None = None,
     ) -> httpcore.NetworkStream:
         tls = self.inner.start_tls(ssl_context, server_hostname, timeout)
-        return TimedStream(tls, 0.0, self.clock)  # TLS records hide packet stamps
+        return TimedStream(tls, 0.0, self.clock, poll=self._poll)  # TLS records hide stamps
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":
-            return _readable_now(self.inner.get_extra_info("socket"))
+            return _readable_now(self.inner.get_extra_info("socket"), self._poll)
         return self.inner.get_extra_info(info)
 
 
-def _readable_now(sock: Any) -> bool:
+def _readable_now(sock: Any, poll: PollFactory) -> bool:
     """httpcore's idle-connection check, without ever yielding to gevent's hub.
 
     Before reusing a kept-alive connection httpcore polls its socket with timeout 0; with gevent's
@@ -145,7 +158,7 @@ def _readable_now(sock: Any) -> bool:
     fd = sock.fileno()
     if fd == -1:
         return True
-    poller = _os_poll()
+    poller = poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(0))
 
@@ -169,10 +182,16 @@ class DnsCache:
 class TimedBackend(httpcore.NetworkBackend):
     """Resolves names itself (timed, cached when given a cache), then connects to the address."""
 
-    def __init__(self, cache: DnsCache | None, clock: Clock = time.perf_counter) -> None:
+    def __init__(
+        self,
+        cache: DnsCache | None,
+        clock: Clock = time.perf_counter,
+        poll: PollFactory = select.poll,
+    ) -> None:
         self._inner = httpcore.SyncBackend()
         self._cache = cache
         self._clock = clock
+        self._poll = poll
 
     def _resolve(self, host: str, port: int, timeout: float | None) -> str:
         key = (host, port)
@@ -203,7 +222,7 @@ class TimedBackend(httpcore.NetworkBackend):
         stream = self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
         sock = stream.get_extra_info("socket")
         stamped = sock if isinstance(sock, socket.socket) and enable_kernel_stamps(sock) else None
-        return TimedStream(stream, dns_s, self._clock, stamped)
+        return TimedStream(stream, dns_s, self._clock, stamped, self._poll)
 
     def connect_unix_socket(
         self,
@@ -236,6 +255,7 @@ class TimedTransport(httpx.HTTPTransport):
         clock: Clock = time.perf_counter,
         tls: ssl.SSLContext | None = None,
         dns: DnsCache | None = None,
+        poll: PollFactory = select.poll,
     ) -> None:
         if tls is None:
             tls = ssl_context(options)
@@ -250,7 +270,7 @@ class TimedTransport(httpx.HTTPTransport):
             max_connections=options.max_connections,
             max_keepalive_connections=None if options.reuse_connections else 0,
             keepalive_expiry=None if options.reuse_connections else 0.0,
-            network_backend=TimedBackend(dns if options.dns_cache else None, clock),
+            network_backend=TimedBackend(dns if options.dns_cache else None, clock, poll),
         )
 
 
@@ -259,15 +279,18 @@ def make_client(
     clock: Clock = time.perf_counter,
     tls: ssl.SSLContext | None = None,
     dns: DnsCache | None = None,
+    poll: PollFactory = select.poll,
 ) -> httpx.Client:
-    """A client; pass ``tls`` and ``dns`` to share a TLS context and DNS cache between clients."""
+    """A client; pass ``tls`` and ``dns`` to share a TLS context and DNS cache between clients,
+    ``poll`` to check idle connections with an OS poll other than ``select.poll`` (under gevent,
+    the original one)."""
     timeout = httpx.Timeout(
         connect=options.connect_timeout_s,
         read=options.read_timeout_s,
         write=options.read_timeout_s,
         pool=options.connect_timeout_s,
     )
-    transport = TimedTransport(options, clock, tls, dns)
+    transport = TimedTransport(options, clock, tls, dns, poll)
     return httpx.Client(transport=transport, timeout=timeout)
 
 

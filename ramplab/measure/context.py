@@ -1,13 +1,15 @@
 """What all streaming users of one process share: settings, HTTP client, auth, model, results sink.
 
-Built once per process from Locust's options (``hooks.py``) and passed to each user; a sink is any
-callable taking a finished ``RequestRecord`` (the results writer in a local run, the forwarder to
-the master on a worker, nothing at all when no results directory was asked for).
+Built once per process from Locust's options (by ``ramplab.plugin.plugin``) and passed to each
+user; a sink is any callable taking a finished ``RequestRecord`` (the results writer in a local
+run, the forwarder to the master on a worker, nothing at all when no results directory was asked
+for).
 """
 
 from __future__ import annotations
 
 import random
+import select
 import ssl
 import threading
 from collections.abc import Callable
@@ -15,10 +17,16 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ramplab.errors import UsageError
-from ramplab.measure.auth import AuthError, JwtAuth, StaticKeyAuth
+from ramplab.errors import AuthError, UsageError
+from ramplab.measure.auth import JwtAuth, StaticKeyAuth
 from ramplab.measure.chain import Auth, NoAuth
-from ramplab.measure.client import ClientOptions, DnsCache, make_client, ssl_context
+from ramplab.measure.client import (
+    ClientOptions,
+    DnsCache,
+    PollFactory,
+    make_client,
+    ssl_context,
+)
 from ramplab.measure.integrity import JwksKeys, Verifier
 from ramplab.measure.record import RequestRecord
 from ramplab.measure.workload import Messages, load_prompts
@@ -80,11 +88,14 @@ class UserContext:
     rng: random.Random = field(default_factory=random.Random)
     prompts: list[Messages] | None = None  # the --prompts-file, read once per process
     verifier: Verifier | None = None  # --verify-signature/-text: one JWKS cache per process
+    poll: PollFactory = select.poll  # the OS poll idle connections are checked with (client.py)
     _model: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def create(cls, settings: UserSettings, host: str, worker: str) -> UserContext:
+    def create(
+        cls, settings: UserSettings, host: str, worker: str, poll: PollFactory = select.poll
+    ) -> UserContext:
         if not host:
             raise UsageError(
                 "--host", "required (the target's base URL, e.g. http://127.0.0.1:8000)"
@@ -96,7 +107,7 @@ class UserContext:
         prompts = load_prompts(settings.prompts_file) if settings.prompts_file else None
         options = client_options(settings)
         tls, dns = ssl_context(options), DnsCache()
-        client = make_client(options, tls=tls, dns=dns)
+        client = make_client(options, tls=tls, dns=dns, poll=poll)
         return cls(
             settings=settings,
             host=host,
@@ -108,12 +119,15 @@ class UserContext:
             rng=random.Random(settings.seed),
             prompts=prompts,
             verifier=_verifier(settings, client, host),
+            poll=poll,
             _model=settings.model,
         )
 
     def new_client(self) -> httpx.Client:
         """A client for one user: its own connection, the process's TLS context and DNS cache."""
-        return make_client(client_options(self.settings), tls=self.tls, dns=self.dns)
+        return make_client(
+            client_options(self.settings), tls=self.tls, dns=self.dns, poll=self.poll
+        )
 
     @property
     def url(self) -> str:

@@ -42,14 +42,12 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
 
+from ramplab.errors import IntegrityError
+
 SIGNATURE_COMMENT = "ramplab-signature"
 SIGNATURE_HEADER = "x-ramplab-signature"
 ERROR_KIND = "integrity"
 Clock = Callable[[], float]
-
-
-class IntegrityError(Exception):
-    """The response's content does not match its signature (or it has none to check)."""
 
 
 def signed_message(completion_id: str, content: str) -> bytes:

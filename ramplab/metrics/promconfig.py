@@ -18,13 +18,11 @@ from typing import Any
 
 import yaml
 
+from ramplab.errors import PromConfigError
+
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_RULES = REPO / "prometheus" / "rules"
 LOOPBACK_NAMES = frozenset({"localhost"})
-
-
-class PromConfigError(ValueError):
-    """A target or option the generated configuration cannot hold (a user error)."""
 
 
 def shipped_rule_files(rules_dir: Path = SHIPPED_RULES) -> list[Path]:

@@ -87,7 +87,7 @@ class UserSettings:
 
 @dataclass(frozen=True, slots=True)
 class MetricsSettings:
-    """The Prometheus exporter's settings (``ramplab/plugin/exporter_hooks.py``); ports 0 = off."""
+    """The Prometheus exporter's settings (``ramplab/plugin/exporters.py``); ports 0 = off."""
 
     port: int = _METRICS["port"]  # a worker's /metrics
     host: str = _METRICS["host"]

@@ -1,10 +1,10 @@
 """The master's progress file: a snapshot of the ramp engine every half second.
 
-Imported by ``locustfiles/llm_ramp.py``. With ``--ramplab-progress-file PATH`` the master (or a
-local runner) rewrites ``PATH`` atomically with the plan's start, the users, the live workers and
-the per-stage dispatched/dropped counts the workers report — the figures a user watching the run
-wants and that ``requests.jsonl`` cannot give (a dropped arrival has no record). Workers ignore
-the option. ``progress.py`` reads the file without importing Locust.
+With ``--ramplab-progress-file PATH`` the master (or a local runner) rewrites ``PATH`` atomically
+with the plan's start, the users, the live workers and the per-stage dispatched/dropped counts the
+workers report — the figures a user watching the run wants and that ``requests.jsonl`` cannot give
+(a dropped arrival has no record). Workers ignore the option. ``ramplab.stack.progress`` reads the
+file without importing Locust.
 """
 
 from __future__ import annotations
@@ -17,19 +17,33 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-from locust import events
-from locust.runners import LocalRunner, MasterRunner
 
-from ramplab.plugin.ramp_hooks import master_for
+from ramplab.plugin.master import MasterEngine
 
 INTERVAL_S = 0.5
+OPTION = "--ramplab-progress-file"
 log = logging.getLogger("ramplab.stack")
 
 
-def snapshot(environment: Any) -> dict[str, Any] | None:
+def register_option(parser: Any) -> None:
+    """``--ramplab-progress-file`` on Locust's parser (ramp runs only)."""
+    parser.add_argument(
+        OPTION,
+        dest="ramplab_progress_file",
+        default="",
+        env_var="RAMPLAB_PROGRESS_FILE",
+        help="master: write the ramp's progress (JSON) to this file every 0.5 s",
+    )
+
+
+def progress_path(parsed: Any) -> Path | None:
+    target = str(getattr(parsed, "ramplab_progress_file", "") or "")
+    return Path(target) if target else None
+
+
+def snapshot(engine: MasterEngine) -> dict[str, Any] | None:
     """The engine's state now, or ``None`` before the plan exists."""
-    engine = master_for(environment)
-    if engine is None or engine.plan is None:
+    if engine.plan is None:
         return None
     stages = len(engine.shape.stages)
     dispatched = [0] * stages
@@ -63,49 +77,28 @@ def write(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)  # a reader never sees half a file
 
 
-def _loop(environment: Any, path: Path) -> None:
-    while True:
-        gevent.sleep(INTERVAL_S)
-        try:
-            data = snapshot(environment)
-            if data is not None:
-                write(path, data)
-        except Exception:  # progress is a courtesy: it must never break the run
-            log.exception("writing %s failed", path)
+class ProgressWriter:
+    """Rewrites the progress file every ``INTERVAL_S`` until :meth:`finish` writes the last one."""
 
+    def __init__(self, engine: MasterEngine, path: Path) -> None:
+        self.engine = engine
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._greenlet = gevent.spawn(self._loop)
 
-def _on_parser(parser: Any, **_: Any) -> None:
-    parser.add_argument(
-        "--ramplab-progress-file",
-        dest="ramplab_progress_file",
-        default="",
-        env_var="RAMPLAB_PROGRESS_FILE",
-        help="master: write the ramp's progress (JSON) to this file every 0.5 s",
-    )
+    def _loop(self) -> None:
+        while True:
+            gevent.sleep(INTERVAL_S)
+            try:
+                data = snapshot(self.engine)
+                if data is not None:
+                    write(self.path, data)
+            except Exception:  # progress is a courtesy: it must never break the run
+                log.exception("writing %s failed", self.path)
 
-
-def _on_init(environment: Any, **_: Any) -> None:
-    parsed = environment.parsed_options
-    target = getattr(parsed, "ramplab_progress_file", "") if parsed is not None else ""
-    if not target or not isinstance(environment.runner, MasterRunner | LocalRunner):
-        return
-    path = Path(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    environment._ramplab_progress = gevent.spawn(_loop, environment, path)
-
-
-def _on_quitting(environment: Any, **_: Any) -> None:
-    greenlet = getattr(environment, "_ramplab_progress", None)
-    if greenlet is None:
-        return
-    greenlet.kill(block=False)
-    data = snapshot(environment)
-    target = getattr(environment.parsed_options, "ramplab_progress_file", "")
-    if data is not None and target:
-        write(Path(target), {**data, "final": True})
-
-
-_events: Any = events  # Locust's hooks are untyped
-_events.init_command_line_parser.add_listener(_on_parser)
-_events.init.add_listener(_on_init)
-_events.quitting.add_listener(_on_quitting)
+    def finish(self) -> None:
+        """Stop the loop and write the final snapshot, marked ``"final": true``."""
+        self._greenlet.kill(block=False)
+        data = snapshot(self.engine)
+        if data is not None:
+            write(self.path, {**data, "final": True})

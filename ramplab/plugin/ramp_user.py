@@ -3,32 +3,35 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import gevent
 from locust import task
+from locust.env import Environment
 
 from ramplab.load.pacer import Arrival
 from ramplab.measure.record import RequestRecord
-from ramplab.plugin.ramp_hooks import worker_for
+from ramplab.plugin.plugin import install, plugin_of
 from ramplab.plugin.users import LLMStreamUser
 from ramplab.plugin.worker import WorkerEngine
 from ramplab.retry.base import RetryPolicy
 
 IDLE_S = 0.05
 
+# A ramp locustfile: the --ramplab-* options, and the engines in every environment's plugin.
+install(ramp=True)
+
 
 class RampUser(LLMStreamUser):
     """Open mode: parks until the pacer hands it an arrival, then measures from its due time.
     Closed mode: loops back to back, each request tagged with the stage it started in."""
 
-    def __init__(self, environment: Any) -> None:
-        self.engine: WorkerEngine | None = worker_for(environment)
+    def __init__(self, environment: Environment) -> None:
+        self.engine: WorkerEngine | None = plugin_of(environment).worker_engine
         self._arrival: Arrival | None = None
         super().__init__(environment)
 
     def make_retry_policy(self) -> RetryPolicy:
-        setup = getattr(self.environment, "_ramplab_retry", None)
+        setup = self.plugin.retry
         return setup.policy() if setup is not None else super().make_retry_policy()
 
     def finish_record(self, record: RequestRecord) -> None:
@@ -44,7 +47,7 @@ class RampUser(LLMStreamUser):
             record.actual_start += shift
             for attempt in record.attempt_log:
                 attempt.start += shift
-        slo = getattr(self.environment, "_ramplab_slo", None)
+        slo = self.plugin.slo
         if slo is not None and not slo.empty:
             record.slo_ok = slo.meets(record)
         if self.engine is not None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from locust import LoadTestShape
 
-from ramplab.plugin.ramp_hooks import master_for
+from ramplab.plugin.plugin import install, plugin_of
+
+install(ramp=True)  # a locustfile exposing this shape is a ramp locustfile
 
 
 class RampShape(LoadTestShape):
@@ -13,7 +15,7 @@ class RampShape(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
         if self.runner is None:
             return None
-        engine = master_for(self.runner.environment)
+        engine = plugin_of(self.runner.environment).master_engine
         if engine is None:
             return None
         elapsed = engine.elapsed()

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from locust import User, constant, task
+from locust.env import Environment
 
 from ramplab.measure.chain import Endpoint, RequestChain
 from ramplab.measure.context import UserContext
 from ramplab.measure.record import RequestRecord
 from ramplab.measure.workload import PromptSource, prompt_source, request_body
-from ramplab.plugin.hooks import context_for  # also registers the Locust hooks
+from ramplab.plugin.plugin import RamplabPlugin, install, plugin_of
 from ramplab.retry.base import NoRetry, RetryPolicy
 
 REQUEST_TYPE = "SSE"
+
+# A locustfile that imports this user gets ramplab's options and a plugin per environment.
+install(ramp=False)
 
 
 class LLMStreamUser(User):
@@ -33,9 +37,10 @@ class LLMStreamUser(User):
     wait_time = constant(0)
     retry_policy_factory: ClassVar[type[RetryPolicy] | None] = None
 
-    def __init__(self, environment: Any) -> None:
+    def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
-        self.shared: UserContext = context_for(environment)
+        self.plugin: RamplabPlugin = plugin_of(environment)
+        self.shared: UserContext = self.plugin.context()
         self.retry: RetryPolicy = self.make_retry_policy()
         settings = self.shared.settings
         self.prompts: PromptSource = prompt_source(settings, self.shared.rng, self.shared.prompts)

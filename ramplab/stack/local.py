@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from ramplab.errors import RamplabError
+from ramplab.errors import FatalError
 from ramplab.stack.process import ManagedProcess, ProcessSpec, free_port
 from ramplab.stack.readiness import HttpReady, LogReady, PortReady, Readiness
 
@@ -43,7 +43,7 @@ POLL_S = 0.1
 MASTER_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class StackError(RamplabError):
+class StackError(FatalError):
     """A process of the stack did not come up (or died); carries its name, exit code and log
     tail. Not a ``UsageError``: the CLI maps an exit code 2 of the process to "usage", anything
     else to "run failed"."""

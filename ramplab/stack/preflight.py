@@ -24,7 +24,7 @@ from ramplab.stack.campaign import Campaign, CampaignError
 
 __all__ = ["check_campaign", "check_gates", "summary_template", "target_check", "target_env"]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 _TARGET_CHECK_TIMEOUT_S = 60.0
 
 

@@ -63,10 +63,14 @@ def test_stamp_is_the_kernels_arrival_not_the_read() -> None:
 
 
 def idle_check() -> None:
-    """Run under gevent's monkey-patching, as in a Locust process (see the test below)."""
+    """Run under gevent's monkey-patching, as in a Locust process (see the test below), with the
+    OS poll the Locust plugin passes to every client it makes."""
+    from ramplab.plugin.plugin import os_poll
+
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
-        stream = TimedBackend(cache=None).connect_tcp("127.0.0.1", port, timeout=5)
+        backend = TimedBackend(cache=None, poll=os_poll())
+        stream = backend.connect_tcp("127.0.0.1", port, timeout=5)
         peer, _ = listener.accept()
         try:
             ran: list[bool] = []

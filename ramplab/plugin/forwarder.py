@@ -1,0 +1,62 @@
+"""Records from the workers to the master: batched on each worker, appended on the master.
+
+Each worker buffers its finished records and sends them every ``FLUSH_S`` (and whenever the
+plugin flushes: at the end of a run) as Locust message ``ramplab_records``; the ``worker_report``
+keys ``stats``/``errors`` are Locust's own, so a message of ours is used. The master appends every
+batch to its ``requests.jsonl`` as it arrives. Workers ignore ``--results-dir``: one set per run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import gevent
+from locust.runners import MasterRunner, WorkerRunner
+
+from ramplab.measure.record import RequestRecord
+from ramplab.results.writer import ResultsWriter
+
+MESSAGE = "ramplab_records"
+FLUSH_S = 0.5
+log = logging.getLogger("ramplab")
+
+
+class Forwarder:
+    """On a worker: batches finished records and sends them to the master."""
+
+    def __init__(self, runner: WorkerRunner) -> None:
+        # Any: Locust types a message's data as a dict, but msgpack carries our list as well.
+        self.runner: Any = runner
+        self.buffer: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self.greenlet = gevent.spawn(self._loop)
+
+    def add(self, record: RequestRecord) -> None:
+        with self._lock:
+            self.buffer.append(record.to_dict())
+
+    def flush(self) -> None:
+        with self._lock:
+            batch, self.buffer = self.buffer, []
+        if batch:
+            self.runner.send_message(MESSAGE, batch)
+
+    def _loop(self) -> None:
+        while True:
+            gevent.sleep(FLUSH_S)
+            try:
+                self.flush()
+            except Exception:  # a broken connection to the master must not end the loop
+                log.exception("sending records to the master failed")
+
+
+def receive_into(runner: MasterRunner, writer: ResultsWriter) -> None:
+    """On the master: append every batch the workers send to ``writer``."""
+
+    def receive(environment: Any, msg: Any, **_: Any) -> None:
+        for record in msg.data:
+            writer.write(record)
+
+    runner.register_message(MESSAGE, receive)

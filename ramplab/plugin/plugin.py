@@ -1,0 +1,362 @@
+"""``RamplabPlugin``: everything ramplab adds to one Locust environment, built in one place.
+
+Two global listeners, added by :func:`install` (which the user modules call, idempotently): the
+options on Locust's parser (it exists before any environment), and Locust's ``init`` event, which
+calls :func:`register` for the environment just created. Everything else is per environment:
+the plugin object holds every part and passes references between them (the exporters get the
+engines, the users get the context and the engines from the plugin), and adds one listener per
+event to ``environment.events``, each doing its steps in the order written below.
+
+``register`` (Locust's ``init``), in this order:
+  1. every option is checked, so a bad one stops the process with exit 2 before anything starts;
+  2. results: a ``ResultsWriter`` on a master or local run with ``--results-dir`` (the master
+     appends the workers' batches to it), a ``Forwarder`` on a worker;
+  3. ramp locustfiles only: the ``WorkerEngine`` (worker, local), the ``MasterEngine`` (master,
+     local), their messages, the retry set-up and the per-request SLOs;
+  4. the exporters, fed by the records and polling the engines;
+  5. the progress writer (master or local, ``--ramplab-progress-file``).
+The per-process ``UserContext`` is built for the first user (:meth:`RamplabPlugin.context`):
+model discovery needs the target, and a worker's options are complete only once the master's
+first spawn message has merged its own into them. Its sinks: the writer or forwarder, then the
+exporters.
+
+``test_stop`` (each time a node's users have stopped): flush the forwarder; stop the worker engine
+(it sends its final progress report); sync the exporters with the engines' final counts; in a
+web-UI run only, :meth:`~RamplabPlugin.summarize`.
+
+``quitting`` (once, when the process shuts down): flush the forwarder; write the final progress
+snapshot; :meth:`~RamplabPlugin.summarize` unless the summary on disk already holds every record;
+close the writer.
+
+``quit`` (after Locust printed its statistics): the exporters mark the run over and linger.
+
+The summary is written once per run. A headless run ends at ``quitting``: a headless master's
+``test_stop`` fires before the workers' last batches and progress reports arrive (Locust's
+``quit()`` stops the master first, then tells the workers), so that is the one point where
+``requests.jsonl`` is complete; the gates are evaluated on that summary. In the web UI a run ends
+when the user presses stop (the process stays up, and Locust's master waits for its workers to
+stop before firing ``test_stop``): the summary and gates are written then, for everything
+recorded so far — a restarted test appends to the same ``requests.jsonl``, and its stop rewrites
+the summary; ``quitting`` writes it again only when records arrived after the last stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from gevent.monkey import get_original
+from locust import events as locust_events
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from ramplab import options
+from ramplab.errors import UsageError
+from ramplab.exitcodes import ExitCode, exit_code
+from ramplab.load.plan import PLAN_MESSAGE, PROGRESS_MESSAGE, Plan
+from ramplab.measure.client import PollFactory
+from ramplab.measure.context import Sink, UserContext
+from ramplab.options import RunOptions
+from ramplab.plugin import progress
+from ramplab.plugin.default_args import cache_default_args
+from ramplab.plugin.exporters import Exporters, scenario_name
+from ramplab.plugin.forwarder import Forwarder, receive_into
+from ramplab.plugin.master import MasterEngine
+from ramplab.plugin.progress import ProgressWriter
+from ramplab.plugin.role import Role
+from ramplab.plugin.worker import WorkerEngine
+from ramplab.results.producer import RunFacts, summarize
+from ramplab.results.slo import RequestSlo, print_gates
+from ramplab.results.summary import RunSummary
+from ramplab.results.writer import ResultsWriter, load_records
+from ramplab.retry.config import RetrySetup
+
+__all__ = ["RamplabPlugin", "install", "plugin_of", "register"]
+
+ATTRIBUTE = "_ramplab_plugin"  # the one attribute ramplab sets on a Locust environment
+log = logging.getLogger("ramplab")
+
+
+def fail(message: str) -> NoReturn:
+    """Stop the process with exit code 2 and ``message``: Locust catches ``SystemExit`` in
+    greenlets and exceptions in event listeners, and a usage error must stop the process."""
+    sys.stderr.write(f"ramplab: {message}\n")
+    sys.stderr.flush()
+    os._exit(int(ExitCode.USAGE))
+
+
+def os_poll() -> PollFactory:
+    """The OS's own ``select.poll``, which gevent's monkey-patching replaced (``client.py``)."""
+    poll: PollFactory = get_original("select", "poll")
+    return poll
+
+
+class RamplabPlugin:
+    """ramplab's parts for one Locust environment; make one with :func:`register`."""
+
+    def __init__(self, environment: Environment, *, ramp: bool, poll: PollFactory) -> None:
+        self.environment = environment
+        self.ramp = ramp
+        self.role = Role.of(environment.runner)
+        self.poll = poll
+        self.writer: ResultsWriter | None = None
+        self.forwarder: Forwarder | None = None
+        self.worker_engine: WorkerEngine | None = None
+        self.master_engine: MasterEngine | None = None
+        self.retry: RetrySetup | None = None
+        self.slo: RequestSlo | None = None
+        self.exporters: Exporters | None = None
+        self.progress: ProgressWriter | None = None
+        self._context: UserContext | None = None
+        self._summarized: int | None = None  # records in the writer when the summary was written
+        self._quit = False
+
+    # -- start-up -------------------------------------------------------------------------
+    def _start(self) -> None:
+        parsed = self.environment.parsed_options
+        if parsed is None:  # Locust used as a library: only the context, from defaults
+            return
+        settings = options.user_settings(parsed)
+        metrics = options.metrics_settings(parsed)
+        run = options.run_options(parsed) if self.ramp else None
+        if run is not None and run.shape is None:
+            raise UsageError("--ramplab-shape", "a ramp run needs a shape, e.g. '1,2,5@20s/5s'")
+        runner = self.environment.runner
+        if isinstance(runner, WorkerRunner):
+            self.forwarder = Forwarder(runner)
+        elif settings.results_dir is not None:
+            try:
+                self.writer = ResultsWriter(settings.results_dir)
+            except OSError as exc:
+                where = str(settings.results_dir)
+                raise UsageError("", f"--results-dir {where!r}: {exc.strerror}") from None
+            if isinstance(runner, MasterRunner):
+                receive_into(runner, self.writer)
+        if run is not None:
+            self._start_engines(run)
+        if Exporters.wanted(metrics, self.role):
+            assert runner is not None
+            self.exporters = Exporters(metrics, runner, self.worker_engine, self.master_engine)
+            self.exporters.start(self.role, scenario_name(parsed, metrics.scenario))
+        path = progress.progress_path(parsed)
+        if path is not None and self.master_engine is not None:
+            try:
+                self.progress = ProgressWriter(self.master_engine, path)
+            except OSError as exc:
+                raise UsageError("", f"{progress.OPTION} {str(path)!r}: {exc.strerror}") from None
+
+    def _start_engines(self, run: RunOptions) -> None:
+        # httpx logs every request at INFO, which Locust's root logger shows and a worker forwards
+        # to its master: at 300 QPS that is a large share of the generator's CPU, for nothing.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        runner = self.environment.runner
+        assert runner is not None
+        self.slo = run.slo
+        if self.role.sends:
+            worker_id = str(runner.client_id) if isinstance(runner, WorkerRunner) else "local"
+            engine = self.worker_engine = WorkerEngine(runner, worker_id)
+            if run.retry is not None:
+                rng = random.Random(f"{run.seed}/{worker_id}")
+                self.retry = RetrySetup(run.retry, time.monotonic, rng)
+            runner.register_message(
+                PLAN_MESSAGE,
+                lambda environment, msg, **_: engine.on_plan(Plan.from_message(msg.data)),
+            )
+        if self.role.coordinates:
+            master = self.master_engine = MasterEngine(
+                runner, run, "local" if self.role is Role.LOCAL else None
+            )
+            runner.register_message(
+                PROGRESS_MESSAGE, lambda environment, msg, **_: master.on_progress(msg.data)
+            )
+
+    def _listen(self) -> None:
+        hooks: Any = self.environment.events  # Locust's event hooks take untyped listeners
+        hooks.test_stop.add_listener(self._on_test_stop)
+        hooks.quitting.add_listener(self._on_quitting)
+        hooks.quit.add_listener(self._on_quit)
+
+    # -- what the users ask for -----------------------------------------------------------
+    def context(self) -> UserContext:
+        """The process's shared context, built for the first user from the options as they are
+        then (a usage error stops the process with exit 2)."""
+        if self._context is None:
+            environment = self.environment
+            try:
+                settings = options.user_settings(environment.parsed_options)
+                host = environment.host or getattr(environment.parsed_options, "host", "") or ""
+                context = UserContext.create(settings, host, self._worker_name(), self.poll)
+                context.model()  # asks GET /v1/models now when --model is not given
+            except UsageError as exc:
+                fail(str(exc))
+            context.sinks.extend(self._sinks())
+            self._context = context
+        return self._context
+
+    def _sinks(self) -> list[Sink]:
+        sinks: list[Sink] = []
+        if self.writer is not None:
+            sinks.append(self.writer.write)
+        if self.forwarder is not None:
+            sinks.append(self.forwarder.add)
+        if self.exporters is not None and self.exporters.load is not None:
+            sinks.append(self.exporters.observe)
+        return sinks
+
+    def _worker_name(self) -> str:
+        runner = self.environment.runner
+        if isinstance(runner, WorkerRunner):
+            return str(runner.client_id)
+        return f"{socket.gethostname()}_{os.getpid()}"
+
+    # -- the end of a run -----------------------------------------------------------------
+    def summarize(self) -> None:
+        """Write ``summary.json`` for everything recorded so far, then set the process's exit
+        code from it (ramp runs). The one place that writes the summary: the master engine's
+        facts when there is a plan, else one step covering every record (a plain run)."""
+        master = self.master_engine
+        summary: RunSummary | None = None
+        if self.writer is not None:
+            if master is not None:
+                try:
+                    summary = master.summary(self.writer.requests_path)
+                except Exception:  # the records are safe on disk; a summary bug must not lose them
+                    log.exception("computing the ramp summary failed")
+            if summary is None:
+                summary = summarize(load_records(self.writer.requests_path), RunFacts())
+            self.writer.write_summary(summary)
+        self._summarized = self.writer.written if self.writer is not None else 0
+        if master is not None:
+            code = _exit_code(master, summary)
+            if code is not None:
+                self.environment.process_exit_code = int(code)
+
+    def _summary_is_current(self) -> bool:
+        written = self.writer.written if self.writer is not None else 0
+        return self._summarized == written
+
+    def _on_test_stop(self, environment: Any, **_: Any) -> None:
+        if environment is not self.environment:
+            return
+        if self.forwarder is not None:
+            self.forwarder.flush()
+        if self.worker_engine is not None:
+            self.worker_engine.stop()
+        if self.exporters is not None:
+            self.exporters.sync()
+        web_ui = not getattr(self.environment.parsed_options, "headless", True)
+        if self.role.coordinates and web_ui and not self._quit:
+            self.summarize()
+
+    def _on_quitting(self, environment: Any, **_: Any) -> None:
+        if environment is not self.environment or self._quit:
+            return
+        self._quit = True
+        if self.forwarder is not None:
+            self.forwarder.flush()
+        if self.progress is not None:
+            self.progress.finish()
+        if self.role.coordinates and not self._summary_is_current():
+            self.summarize()
+        if self.writer is not None:
+            self.writer.close()
+
+    def _on_quit(self, **_: Any) -> None:
+        if self.exporters is not None:
+            self.exporters.close()
+
+
+def _exit_code(master: MasterEngine, summary: RunSummary | None) -> ExitCode | None:
+    """A ramp run's exit code (``exitcodes.exit_code``), with what the user should read first:
+    the outage that could not be scheduled, an empty run, the gate verdicts. ``None``: no
+    ``--results-dir``, nothing was summarised, Locust's own exit code stands."""
+    if master.outage_error is not None:
+        sys.stderr.write(f"ramplab: {master.outage_error}\n")
+    elif summary is None:
+        return None
+    elif summary.requests == 0:
+        sys.stderr.write("ramplab: the run produced no request records\n")
+    elif summary.gates:
+        print_gates(summary.gates)
+    return exit_code(
+        summary,
+        usage_error=master.outage_exit == ExitCode.USAGE,
+        run_failed=master.outage_exit == ExitCode.RUN_FAILED,
+    )
+
+
+# -- installation on Locust ---------------------------------------------------------------
+@dataclass(slots=True)
+class _Installation:
+    """What :func:`install` has put on Locust's global events (once per process)."""
+
+    listening: bool = False
+    ramp: bool = False
+
+
+_installed = _Installation()
+
+
+def install(*, ramp: bool) -> None:
+    """Make Locust load ramplab: its options on the parser, a plugin for every environment.
+
+    Idempotent; ``ramp=True`` (a ramp locustfile's classes were imported) adds the ``--ramplab-*``
+    options and the engines, and is kept by later ``ramp=False`` calls.
+    """
+    if ramp and not _installed.ramp:
+        _installed.ramp = True
+        cache_default_args()
+    if _installed.listening:
+        return
+    _installed.listening = True
+    hooks: Any = locust_events  # Locust's event hooks take untyped listeners
+    hooks.init_command_line_parser.add_listener(_add_options)
+    hooks.init.add_listener(_on_init)
+
+
+def _add_options(parser: Any, **_: Any) -> None:
+    options.register_stream_options(parser)
+    if _installed.ramp:
+        options.register_ramp_options(parser)
+        if progress.OPTION not in parser._option_string_actions:  # the schema may define it
+            progress.register_option(parser)
+
+
+def _on_init(environment: Environment, **_: Any) -> None:
+    register(environment, ramp=_installed.ramp)
+
+
+def register(
+    environment: Environment, *, ramp: bool = False, poll: PollFactory | None = None
+) -> RamplabPlugin:
+    """The environment's plugin, built and started now (once: a second call returns it).
+
+    ``poll`` checks idle connections (default: the OS's poll, not gevent's). A usage error stops
+    the process with exit code 2 and a message naming the option.
+    """
+    existing = getattr(environment, ATTRIBUTE, None)
+    if isinstance(existing, RamplabPlugin):
+        return existing
+    plugin = RamplabPlugin(environment, ramp=ramp, poll=poll or os_poll())
+    setattr(environment, ATTRIBUTE, plugin)
+    try:
+        plugin._start()
+    except UsageError as exc:
+        fail(str(exc))
+    plugin._listen()
+    return plugin
+
+
+def plugin_of(environment: Environment) -> RamplabPlugin:
+    """The plugin of ``environment``; registered now if Locust's ``init`` did not (Locust used as
+    a library, where firing ``init`` is up to the caller)."""
+    existing = getattr(environment, ATTRIBUTE, None)
+    if isinstance(existing, RamplabPlugin):
+        return existing
+    return register(environment, ramp=_installed.ramp)
