@@ -58,7 +58,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from ramplab import options
 from ramplab.errors import UsageError
-from ramplab.exitcodes import ExitCode, exit_code
+from ramplab.exitcodes import ExitCode
 from ramplab.load.plan import PLAN_MESSAGE, PROGRESS_MESSAGE, Plan
 from ramplab.measure.client import PollFactory
 from ramplab.measure.context import Sink, UserContext
@@ -71,6 +71,7 @@ from ramplab.plugin.master import MasterEngine
 from ramplab.plugin.progress import ProgressWriter
 from ramplab.plugin.role import Role
 from ramplab.plugin.worker import WorkerEngine
+from ramplab.results.outcome import exit_code
 from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.slo import RequestSlo, print_gates
 from ramplab.results.summary import RunSummary

@@ -23,7 +23,8 @@ import typer
 from rich.console import Console
 
 from ramplab.errors import UsageError
-from ramplab.exitcodes import ExitCode, exit_code
+from ramplab.exitcodes import ExitCode
+from ramplab.results.outcome import exit_code
 from ramplab.results.report import load_summary, print_steps, write_report
 from ramplab.results.slo import evaluate_gates, parse_gates, print_gates
 from ramplab.stack import preflight

@@ -26,7 +26,8 @@ from rich.console import Console
 from rich.live import Live
 
 from ramplab.errors import UsageError
-from ramplab.exitcodes import ExitCode, exit_code
+from ramplab.exitcodes import ExitCode
+from ramplab.results.outcome import exit_code
 from ramplab.results.report import (
     CAMPAIGN_FILE,
     interrupted_summary,

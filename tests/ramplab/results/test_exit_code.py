@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ramplab.exitcodes import ExitCode, exit_code
+from ramplab.exitcodes import ExitCode
+from ramplab.results.outcome import exit_code
 from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.summary import GateStatus, GateVerdict, RunSummary
 
