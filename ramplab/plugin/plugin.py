@@ -274,7 +274,7 @@ class RamplabPlugin:
 
 
 def _exit_code(master: MasterEngine, summary: RunSummary | None) -> ExitCode | None:
-    """A ramp run's exit code (``exitcodes.exit_code``), with what the user should read first:
+    """A ramp run's exit code (``results.outcome.exit_code``), with what the user should read first:
     the outage that could not be scheduled, an empty run, the gate verdicts. ``None``: no
     ``--results-dir``, nothing was summarised, Locust's own exit code stands."""
     if master.outage_error is not None:
