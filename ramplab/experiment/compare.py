@@ -311,21 +311,18 @@ def _axis(groups: Sequence[Group], baseline: str) -> list[StepKey]:
     return axis
 
 
-def _check_metric(condition: Condition, field: str, groups: Sequence[Group]) -> None:
+def _check_key(key: str, steps: bool, field: str, text: str, groups: Sequence[Group]) -> None:
     """A metric no summary has (a typo) is a usage error, not a condition that holds."""
     samples = [r.summary for g in groups for r in g.runs]
-    if condition.step is not None:
+    if steps:
         samples = [s for r in samples for s in (r.get("steps") or [])]
-    found = [_lookup(s, condition.key) for s in samples]
+    found = [_lookup(s, key) for s in samples]
     found = [v for v in found if v is not _MISSING]
     if not found:
-        reason = f"no figure {condition.key!r} in the summaries ({condition.text!r})"
-        raise UsageError(field, reason)
+        raise UsageError(field, f"no figure {key!r} in the summaries ({text!r})")
     if all(isinstance(v, Mapping) for v in found):
         stats = ", ".join(sorted(next(v for v in found if isinstance(v, Mapping))))
-        raise UsageError(
-            field, f"{condition.key!r} needs a statistic ({stats}) in {condition.text!r}"
-        )
+        raise UsageError(field, f"{key!r} needs a statistic ({stats}) in {text!r}")
 
 
 def _evaluate(
@@ -382,8 +379,10 @@ def compare(
     *,
     field: str = "--fail-if",
     notes: Sequence[str] = (),
+    extra: Sequence[str] = (),
 ) -> Comparison:
-    """Compare ``groups`` against ``baseline`` (default: the first) and check ``conditions``."""
+    """Compare ``groups`` against ``baseline`` (default: the first) and check ``conditions``;
+    ``extra`` metrics (summary paths, ``lateness_ms.p99``) join the default ones."""
     if not groups:
         raise UsageError(
             "RUN_OR_EXPERIMENT", "nothing to compare: " + ("; ".join(notes) or "no finished run")
@@ -392,10 +391,14 @@ def compare(
     base = baseline if baseline is not None else names[0]
     if base not in names:
         raise UsageError("--baseline", f"{base!r} is none of: {', '.join(names)}")
-    for i, condition in enumerate(conditions):
-        _check_metric(condition, f"{field}[{i}]", groups)
+    for i, c in enumerate(conditions):
+        _check_key(c.key, c.step is not None, f"{field}[{i}]", c.text, groups)
     keys = [m.key for m in METRICS]
-    keys += [c.key for c in conditions if c.key not in keys]
+    for i, key in enumerate(extra):
+        if key not in keys:
+            _check_key(key, True, f"--metric[{i}]", key, groups)
+            keys.append(key)
+    keys = list(dict.fromkeys([*keys, *(c.key for c in conditions)]))
     metrics = METRICS + tuple(Metric(k, k, "", "lower") for k in keys[len(METRICS) :])
     axis = _axis(groups, base)
     run_figures, step_figures = _figures(groups, axis)
