@@ -28,7 +28,6 @@ TABLE_METRICS = (
     "ttft_ms.p50",
     "ttft_ms.p99",
     "itl_ms.p50",
-    "itl_ms.p99",
     "tpot_ms.p50",
     "ttlt_ms.p99",
     "output_tokens_per_s",
@@ -36,9 +35,9 @@ TABLE_METRICS = (
 JSON_FILE = "comparison.json"
 MD_FILE = "comparison.md"
 LEGEND = (
-    "Mean over a variant's finished runs; ±: half their spread; %: change against the baseline "
-    "(*); a change marked ! exceeds the noise (half the variant's spread plus half the "
-    "baseline's), ~ is within it; no mark: noise unknown (fewer than 2 repeats)."
+    "Mean over a variant's finished runs, ± half their spread. Δ: change against the baseline "
+    "(*); ! exceeds the noise (half the variant's spread + half the baseline's), ~ is within "
+    "it, no mark: noise unknown (fewer than 2 repeats)."
 )
 
 
@@ -54,44 +53,42 @@ def _fmt(metric: Metric, value: float | None) -> str:
     return f"{value:.2f}" if metric.unit == "QPS" else f"{value:.4g}"
 
 
-def _parts(metric: Metric, cell: Cell) -> tuple[str, str, str]:
-    """(value text, change text, mark): mark is '!' beyond the noise, '~' within, '' unknown."""
+def _value(metric: Metric, cell: Cell) -> str:
     text = _fmt(metric, cell.value.mean)
-    if cell.value.n >= 2 and cell.value.half_range is not None:
-        text += f" ±{_fmt(metric, cell.value.half_range).lstrip('-')}"
+    spread = cell.value.half_range
+    if cell.value.n >= 2 and spread:
+        text += f" ±{_fmt(metric, spread)}"
+    return text
+
+
+def _change(metric: Metric, cell: Cell) -> tuple[str, str]:
+    """(change text, mark): mark is '!' beyond the noise, '~' within it, '' noise unknown."""
     delta = cell.delta
     if delta is None or delta.absolute is None:
-        return text, "", ""
+        return "-", ""
     if metric.unit == "ratio" or delta.relative is None:
         change = f"{'+' if delta.absolute >= 0 else ''}{_fmt(metric, delta.absolute)}"
     else:
         change = f"{delta.relative:+.1%}"
     mark = "" if delta.exceeds_noise is None else "!" if delta.exceeds_noise else "~"
-    return text, change, mark
+    return change, mark
 
 
-def _rich(metric: Metric, cell: Cell) -> str:
-    text, change, mark = _parts(metric, cell)
-    if not change:
-        return text
+def _rich_change(metric: Metric, cell: Cell) -> str:
+    change, mark = _change(metric, cell)
+    if mark == "~":
+        return f"[dim]~{change}[/]"
+    if mark == "":
+        return change
     assert cell.delta is not None
     assert cell.delta.absolute is not None
-    if mark == "~":
-        return f"{text} [dim]~{change}[/]"
-    if mark == "":
-        return f"{text} {change}"
     worse = (cell.delta.absolute > 0) == (metric.better == "lower")
-    colour = "red" if worse else "green"
-    return f"{text} [bold {colour}]{change}![/]"
+    return f"[bold {'red' if worse else 'green'}]{change}![/]"
 
 
-def _md(metric: Metric, cell: Cell) -> str:
-    text, change, mark = _parts(metric, cell)
-    if not change:
-        return text
-    if mark == "!":
-        return f"{text} **{change}!**"
-    return f"{text} {'~' if mark == '~' else ''}{change}"
+def _md_change(metric: Metric, cell: Cell) -> str:
+    change, mark = _change(metric, cell)
+    return f"**{change}!**" if mark == "!" else f"{'~' if mark == '~' else ''}{change}"
 
 
 def _metrics(comparison: Comparison, keys: Sequence[str]) -> list[Metric]:
@@ -104,27 +101,26 @@ def _x_label(comparison: Comparison) -> str:
 
 
 def _rows(
-    comparison: Comparison, metrics: Sequence[Metric], cell_text: Callable[[Metric, Cell], str]
+    comparison: Comparison, metrics: Sequence[Metric], change: Callable[[Metric, Cell], str]
 ) -> list[list[str]]:
+    """Per point: a row of values per variant, and under each non-baseline one its changes."""
     rows = []
     points: list[tuple[str, Point]] = [
         (f"{p.x:g}" if p.x is not None else "?", p) for p in comparison.steps
     ]
     points.append(("whole run", comparison.run))
     for label, point in points:
-        for i, group in enumerate(comparison.groups):
-            star = " *" if group.name == comparison.baseline else ""
+        first = True
+        for group in comparison.groups:
             cells = point.cells[group.name]
             if all(cells[m.key].value.n == 0 for m in metrics):
                 continue  # this variant has no such step
-            rows.append(
-                [
-                    label if i == 0 else "",
-                    f"{group.name}{star}",
-                    str(len(group.runs)),
-                    *(cell_text(m, cells[m.key]) for m in metrics),
-                ]
-            )
+            star = " *" if group.name == comparison.baseline else ""
+            rows.append([label if first else "", f"{group.name}{star}", str(len(group.runs)),
+                         *(_value(m, cells[m.key]) for m in metrics)])  # fmt: skip
+            first = False
+            if group.name != comparison.baseline:
+                rows.append(["", "  Δ vs *", "", *(change(m, cells[m.key]) for m in metrics)])
     return rows
 
 
@@ -142,7 +138,7 @@ def comparison_table(comparison: Comparison, keys: Sequence[str] = TABLE_METRICS
     for m in metrics:
         table.add_column(m.label, justify="right")
     previous = None
-    for row in _rows(comparison, metrics, _rich):
+    for row in _rows(comparison, metrics, _rich_change):
         if row[0] and previous is not None:
             table.add_section()
         previous = row
@@ -181,7 +177,7 @@ def markdown(comparison: Comparison, keys: Sequence[str] = TABLE_METRICS) -> str
     lines = [f"# Comparison (baseline: {comparison.baseline})", ""]
     lines += [f"- {n}" for n in comparison.notes]
     lines += ["", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(row) + " |" for row in _rows(comparison, metrics, _md)]
+    lines += ["| " + " | ".join(row) + " |" for row in _rows(comparison, metrics, _md_change)]
     lines += ["", LEGEND, ""]
     lines += ["## Variants", ""]
     for group in comparison.groups:
