@@ -58,7 +58,10 @@ def test_named_variants_times_the_matrix_and_mapping_fields_are_replaced_whole()
         matrix={"workload.chunk_size": [1, 4]},
     )  # fmt: skip
     assert [v.name for v in exp.variants] == [
-        "plain+chunk_size=1", "plain+chunk_size=4", "jitter+chunk_size=1", "jitter+chunk_size=4"
+        "plain+chunk_size=1",
+        "plain+chunk_size=4",
+        "jitter+chunk_size=1",
+        "jitter+chunk_size=4",
     ]
     assert exp.variants[2].campaign.retry == {"policy": "exponential"}
 
@@ -82,13 +85,20 @@ def test_the_mapping_form_of_variants_and_a_shape_override_replacing_steps() -> 
         ({"matrix": {"retry": ["none", {"policy": "nope"}]}}, "matrix.retry[1].policy"),
         ({"matrix": {"name": ["a", "b"]}}, "matrix.name"),
         ({"matrix": []}, "matrix"),
-        ({"variants": [{"name": "a", "workload.max_tokens": -1}]},
-         "variants[0].workload.max_tokens"),
+        (
+            {"variants": [{"name": "a", "workload.max_tokens": -1}]},
+            "variants[0].workload.max_tokens",
+        ),
         ({"variants": [{"name": "a b"}]}, "variants[0].name"),
         ({"variants": [{"name": "a"}, {"name": "a"}]}, "variants[1].name"),
         ({"variants": [{"workload.chunk_size": 2}]}, "variants[0].name"),
-        ({"variants": [{"name": "a", "workload.chunk_size": 2}],
-          "matrix": {"workload": {"chunk_size": [1]}}}, "variants[0].workload.chunk_size"),
+        (
+            {
+                "variants": [{"name": "a", "workload.chunk_size": 2}],
+                "matrix": {"workload": {"chunk_size": [1]}},
+            },
+            "variants[0].workload.chunk_size",
+        ),
         ({"matrix": {"workload.chunk_size": [1]}, "repeat": 0}, "repeat"),
         ({"matrix": {"workload.chunk_size": [1]}, "repeat": True}, "repeat"),
         ({"matrix": {"workload.chunk_size": [1]}, "order": "random"}, "order"),
@@ -105,9 +115,7 @@ def test_errors_name_the_path_in_the_file(extra: dict[str, Any], field: str) -> 
 
 def test_target_settings_are_checked_by_the_target_and_blamed_on_their_matrix_entry() -> None:
     with pytest.raises(CampaignError) as info:
-        parse_experiment(
-            {**BASE, "matrix": {"target.settings.signing.mode": ["locked", "lockd"]}}
-        )
+        parse_experiment({**BASE, "matrix": {"target.settings.signing.mode": ["locked", "lockd"]}})
     assert info.value.field == "matrix.target.settings.signing.mode[1]"
     assert "lockd" in str(info.value)
 
@@ -147,3 +155,21 @@ def test_files_and_the_single_campaign_loader(tmp_path: Path) -> None:
     assert info.value.field == "matrix"
     (tmp_path / "plain.yaml").write_text(yaml.safe_dump(BASE))
     assert load_experiment(tmp_path / "plain.yaml") is None
+
+
+def test_the_cli_refuses_a_bad_variant_before_anything_runs(tmp_path: Path) -> None:
+    from tests.support.cli import ramplab
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "matrix": {"workload.chunk_size": [1, 4, 0]}}))
+    for command in (["validate", str(path)], ["run", str(path), "--results-dir", str(tmp_path)]):
+        done = ramplab(command)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "error: matrix.workload.chunk_size[2]:" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]  # nothing was started
+    path.write_text(yaml.safe_dump({**BASE, "matrix": {"workload.chunk_size": [1, 4]}}))
+    done = ramplab(["validate", str(path)])
+    assert done.returncode == 0, done.stderr
+    assert "2 variants × repeat 1 = 2 runs" in done.stdout
+    assert "chunk_size=4" in done.stdout
