@@ -12,7 +12,7 @@ from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.experiment.compare import compare
 from ramplab.experiment.expr import parse_conditions
-from ramplab.experiment.manifest import Manifest, RunEntry, VariantEntry
+from ramplab.experiment.manifest import Manifest, RunEntry, RunStatus, VariantEntry
 from ramplab.experiment.render import markdown, write_comparison
 from ramplab.experiment.sources import expand
 from tests.support.cli import ramplab
@@ -37,7 +37,9 @@ def write_run(path: Path, ttfts: list[float], rates: tuple[float, ...] = (5, 10)
     return path
 
 
-def write_experiment(path: Path, runs: dict[str, list[list[float]]], status: str = "done") -> Path:
+def write_experiment(
+    path: Path, runs: dict[str, list[list[float]]], status: RunStatus = "done"
+) -> Path:
     entries, variants, index = [], [], 0
     for name, repeats in runs.items():
         variants.append(VariantEntry(name, name, {"x": name}))
@@ -79,7 +81,8 @@ def test_repeats_carry_their_noise(tmp_path: Path) -> None:
     close = c.steps[1].cells["close"]["ttft_ms.p50"]
     far = c.steps[1].cells["far"]["ttft_ms.p50"]
     assert close.value.values == (21.5, 23.5)
-    assert close.delta is not None and far.delta is not None
+    assert close.delta is not None
+    assert far.delta is not None
     assert close.delta.absolute == pytest.approx(1.5)
     assert close.delta.noise == pytest.approx(2.0)
     assert close.delta.exceeds_noise is False
