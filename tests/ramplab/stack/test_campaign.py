@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from ramplab.experiment.matrix import load_experiment
 from ramplab.load.shapes import parse_shape
 from ramplab.results.report import truncated
-from ramplab.experiment.matrix import load_experiment
 from ramplab.stack.campaign import CampaignError, load_campaign, parse_campaign
 from tests.support.processes import REPO
 
