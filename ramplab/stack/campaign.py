@@ -40,16 +40,22 @@ from ramplab.options import schema
 from ramplab.results.slo import parse_gates
 
 __all__ = [
+    "EXPERIMENT_KEYS",
     "NAME_RULE",
     "Campaign",
     "CampaignError",
     "is_valid_name",
     "load_campaign",
     "parse_campaign",
+    "read_campaign_data",
+    "resolve_files",
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 NAME_RULE = "letters, digits, '.', '_' and '-' only (it names the results dir)"
+# Top-level keys of an experiment (``ramplab.experiment.matrix``): a campaign with any of them is
+# expanded into variants, each of which is a plain campaign without them.
+EXPERIMENT_KEYS = ("matrix", "variants", "repeat", "order", "baseline", "fail_if")
 
 
 def is_valid_name(value: str) -> bool:
@@ -254,6 +260,13 @@ def parse_campaign(data: object, source: str = "campaign") -> Campaign:
     """A ``Campaign`` from parsed YAML; raises ``CampaignError`` naming the first bad field."""
     if not isinstance(data, Mapping):
         raise CampaignError("", f"{source}: expected a mapping at the top level, got {data!r}")
+    for key in EXPERIMENT_KEYS:
+        if key in data:
+            raise CampaignError(
+                key,
+                "a campaign with variants is an experiment: `ramplab run` expands it "
+                "(docs/cli.md, Experiments)",
+            )
     try:
         campaign = Campaign.model_validate(dict(data))
     except ValidationError as exc:
@@ -274,8 +287,8 @@ def parse_campaign(data: object, source: str = "campaign") -> Campaign:
     return campaign
 
 
-def load_campaign(path: Path) -> Campaign:
-    """Read and validate a campaign file; every failure is a ``CampaignError``."""
+def read_campaign_data(path: Path) -> object:
+    """The parsed YAML of a campaign file; unreadable or invalid YAML is a ``CampaignError``."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -283,19 +296,28 @@ def load_campaign(path: Path) -> Campaign:
     except UnicodeDecodeError as exc:
         raise CampaignError("", f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise CampaignError("", f"{path}: not valid YAML{where}") from None
-    campaign = parse_campaign(data, str(path))
-    # Relative to the campaign file, like any include, not to wherever the CLI runs.
+
+
+def resolve_files(campaign: Campaign, base_dir: Path) -> Campaign:
+    """The campaign with its relative file paths resolved from ``base_dir`` (the campaign
+    file's folder, like any include, not wherever the CLI runs)."""
     files = {
-        name: Path(path).parent / given
+        name: base_dir / given
         for name in ("prompts_file", "ca_file")
         if (given := getattr(campaign.workload, name)) is not None and not given.is_absolute()
     }
-    if files:
-        workload = campaign.workload.model_copy(update=files)
-        campaign = campaign.model_copy(update={"workload": workload})
-    return campaign
+    if not files:
+        return campaign
+    workload = campaign.workload.model_copy(update=files)
+    return campaign.model_copy(update={"workload": workload})
+
+
+def load_campaign(path: Path) -> Campaign:
+    """Read and validate a campaign file; every failure is a ``CampaignError``."""
+    campaign = parse_campaign(read_campaign_data(path), str(path))
+    return resolve_files(campaign, Path(path).parent)

@@ -6,9 +6,11 @@
     ramplab run campaigns/demo.yaml --prometheus --linger 600   watch it in Prometheus
     ramplab validate campaigns/demo.yaml
     ramplab report results/demo-20260101-120000
+    ramplab run campaigns/chunking.yaml             a campaign with variants: an experiment
+    ramplab compare results/chunking-20260101-120000 --fail-if 'ttft_ms.p99 > 1.1 * baseline'
 
 Exit codes (``ramplab.exitcodes``): 0 ok, 2 bad input (naming the field), 3 an SLO gate
-missed, 4 the run failed, 130 interrupted (results kept).
+missed (or a ``--fail-if`` condition held), 4 the run failed, 130 interrupted (results kept).
 """
 
 from __future__ import annotations
@@ -21,9 +23,19 @@ from urllib.parse import urlsplit
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
+from ramplab.experiment.compare import compare as compare_groups
+from ramplab.experiment.expr import parse_conditions
+from ramplab.experiment.manifest import MANIFEST, Manifest
+from ramplab.experiment.matrix import Experiment, load_experiment
+from ramplab.experiment.order import plan_runs
+from ramplab.experiment.render import TABLE_METRICS, print_comparison, write_comparison
+from ramplab.experiment.report import report_experiment
+from ramplab.experiment.runner import run_experiment
+from ramplab.experiment.sources import expand
 from ramplab.results.outcome import exit_code
 from ramplab.results.report import load_summary, print_steps, write_report
 from ramplab.results.slo import evaluate_gates, parse_gates, print_gates
@@ -36,8 +48,9 @@ __all__ = ["app", "line_buffered", "main"]
 app = typer.Typer(
     name="ramplab",
     help="Open-loop QPS ramps against streaming LLM APIs, on Locust master/worker processes.",
-    epilog="Exit codes: 0 ok · 2 bad input (the field is named) · 3 an SLO gate missed · "
-    "4 the run failed · 130 interrupted (results kept). Campaign format: docs/cli.md.",
+    epilog="Exit codes: 0 ok · 2 bad input (the field is named) · 3 an SLO gate missed or a "
+    "--fail-if held · 4 the run failed · 130 interrupted (results kept). "
+    "Campaign format: docs/cli.md.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -142,18 +155,22 @@ def run(
         ),
     ] = 0.0,
 ) -> None:
-    """Run a campaign: start the stack, ramp, print the per-step table, apply the gates."""
+    """Run a campaign: start the stack, ramp, print the per-step table, apply the gates.
+
+    A campaign with variants (matrix/variants/repeat) is an experiment: every run under one
+    directory, interleaved, then the comparison."""
     try:
-        parsed = load_campaign(campaign)
-        gates = parse_gates(gate or [], field="--gate")
         if target is not None:
             _check_url(target)
+        gates = parse_gates(gate or [], field="--gate")
+        experiment = load_experiment(campaign, check_target=target is None)
+        parsed = experiment.variants[0].campaign if experiment else load_campaign(campaign)
         request = RunRequest(
             campaign=parsed,
             campaign_path=campaign,
             campaign_text=campaign.read_text(encoding="utf-8"),
             results_dir=results_dir,
-            run_name=run_name,
+            run_name=None if experiment else run_name,
             target_url=target,
             workers=workers,
             web_ui=web_ui,
@@ -165,7 +182,10 @@ def run(
             prometheus=prometheus,
             linger_s=linger,
         )
-        code = execute(request, console)
+        if experiment is not None:
+            code = run_experiment(experiment, request, console, run_name)
+        else:
+            code = execute(request, console)
     except UsageError as exc:
         raise _usage(exc) from None
     raise typer.Exit(int(code))
@@ -173,8 +193,13 @@ def run(
 
 @app.command()
 def validate(campaign: CampaignArg) -> None:
-    """Check a campaign file without running it; prints its stages."""
+    """Check a campaign file without running it; prints its stages (and an experiment's
+    variants and run order)."""
     try:
+        experiment = load_experiment(campaign)
+        if experiment is not None:
+            _print_experiment(experiment)
+            return
         parsed = load_campaign(campaign)
         preflight.check_campaign(parsed)
         preflight.target_check(parsed)
@@ -196,9 +221,33 @@ def validate(campaign: CampaignArg) -> None:
                       f"(warm-up {st.warmup_s:g} s)", highlight=False)  # fmt: skip
 
 
+def _print_experiment(experiment: Experiment) -> None:
+    plan = plan_runs(experiment)
+    each = sum(v.campaign.load_shape.duration_s for v in experiment.variants) * experiment.repeat
+    console.print(
+        f"ok — experiment {experiment.name}: {len(experiment.variants)} variants × repeat "
+        f"{experiment.repeat} = {len(plan)} runs (~{each:g} s of load, plus each run's start "
+        f"and drain), order {experiment.order}, baseline {experiment.baseline}",
+        highlight=False,
+    )
+    table = Table(title="variants", title_justify="left")
+    for column in ("variant", "overrides", "stages", "duration"):
+        table.add_column(column)
+    for v in experiment.variants:
+        overrides = ", ".join(f"{o.path}={o.value!r}" for o in v.overrides) or "-"
+        vshape = v.campaign.load_shape
+        table.add_row(v.name, overrides, str(len(vshape.stages)), f"{vshape.duration_s:g} s")
+    console.print(table)
+    console.print("run order: " + ", ".join(p.dir for p in plan), highlight=False)
+    for text in experiment.fail_if:
+        console.print(f"fail_if: {text}", highlight=False)
+
+
 @app.command()
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="A results/<run>/ directory.")],
+    run_dir: Annotated[
+        Path, typer.Argument(help="A results/<run>/ directory, or an experiment's directory.")
+    ],
     gate: Annotated[
         list[str] | None,
         typer.Option(
@@ -206,7 +255,8 @@ def report(
         ),
     ] = None,
 ) -> None:
-    """Rebuild the per-step table, report.md and report.html from a run's saved results.
+    """Rebuild the per-step table, report.md and report.html from a run's saved results; for an
+    experiment, every run's report and the comparison.
 
     With ``--gate`` the given gates are evaluated on the saved summary and decide the exit code;
     without, the verdicts the run recorded are shown again and the exit code is 0."""
@@ -214,6 +264,8 @@ def report(
         if not run_dir.is_dir():
             raise UsageError("RUN_DIR", f"{run_dir} is not a directory")
         gates = parse_gates(gate or [], field="--gate")
+        if (run_dir / MANIFEST).is_file():
+            raise typer.Exit(int(report_experiment(run_dir, gates, console)))
         summary = load_summary(run_dir)
     except UsageError as exc:
         raise _usage(exc) from None
@@ -231,6 +283,79 @@ def report(
     out = write_report(run_dir, summary, verdicts)
     console.print(f"report: {out}")
     raise typer.Exit(int(code))
+
+
+@app.command()
+def compare(
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Run directories and/or experiment directories (an experiment expands to its "
+            "variants, repeats grouped).",
+            show_default=False,
+        ),
+    ],
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            help="The reference: a variant or run directory name (default: an experiment's "
+            "baseline, else the first).",
+            show_default=False,
+        ),
+    ] = None,
+    fail_if: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-if",
+            help="Exit 3 when this holds for a variant, e.g. 'ttft_ms.p99 > 1.1 * baseline' "
+            "(repeatable; language in docs/cli.md).",
+            show_default=False,
+        ),
+    ] = None,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Table column (a summary path, e.g. ttft_ms.p90, lateness_ms.p99; repeatable; "
+            "default: the key metrics).",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write comparison.json and comparison.md here (default: into the experiment "
+            "directory when one experiment is compared).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Compare runs side by side per step of offered QPS, with deltas against a baseline."""
+    try:
+        conditions = parse_conditions(fail_if or [], field="--fail-if")
+        notes: list[str] = []
+        groups = expand(runs, notes)
+        only = runs[0] if len(runs) == 1 and (runs[0] / MANIFEST).is_file() else None
+        chosen = baseline
+        if chosen is None and only is not None:
+            declared = Manifest.read(only).baseline
+            chosen = declared if declared in [g.name for g in groups] else None
+        comparison = compare_groups(
+            groups, chosen, conditions, notes=notes, extra=list(metric or [])
+        )
+        directory = output if output is not None else only
+        if directory is not None:
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError("--output", f"{directory}: {exc.strerror}") from None
+    except UsageError as exc:
+        raise _usage(exc) from None
+    keys = list(metric) if metric else TABLE_METRICS
+    print_comparison(comparison, console, keys)
+    if directory is not None:
+        json_path, _ = write_comparison(comparison, directory)
+        console.print(f"comparison: {json_path} (and .md)", highlight=False)
+    raise typer.Exit(int(comparison.exit_code))
 
 
 def line_buffered() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ramplab.experiment.matrix import load_experiment
 from ramplab.load.shapes import parse_shape
 from ramplab.results.report import truncated
 from ramplab.stack.campaign import CampaignError, load_campaign, parse_campaign
@@ -25,9 +26,11 @@ def error_field(data: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize("path", sorted((REPO / "campaigns").glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_campaigns_validate(path: Path) -> None:
-    campaign = load_campaign(path)
-    assert campaign.name == path.stem
-    assert campaign.load_shape.duration_s > 0
+    experiment = load_experiment(path, check_target=False)
+    campaigns = [v.campaign for v in experiment.variants] if experiment else [load_campaign(path)]
+    for campaign in campaigns:
+        assert campaign.name == path.stem
+        assert campaign.load_shape.duration_s > 0
 
 
 def test_demo_campaign_is_the_1_to_100_qps_ramp_within_a_few_minutes() -> None:

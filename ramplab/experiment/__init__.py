@@ -1,0 +1,38 @@
+"""Experiments: a campaign's variants run interleaved under one directory, and their comparison.
+
+::
+
+    matrix.py    a campaign's ``matrix``/``variants``/``repeat`` expanded, each variant validated
+    order.py     the interleaved run order (repeat blocks; shuffled, abba or fixed inside)
+    manifest.py  ``experiment.json``, rewritten atomically after every run
+    runner.py    the runs, one ``ramplab.stack.run.execute`` each, then the comparison
+    sources.py   run and experiment directories as groups of runs (the one summary reader)
+    compare.py   the per-step comparison with its noise: ``comparison.json``'s typed form
+    expr.py      ``--fail-if`` conditions
+    render.py    the comparison as a terminal table and ``comparison.md``
+    report.py    ``ramplab report EXPERIMENT_DIR``: every run's report and the comparison
+
+The layer sits beside ``ramplab.stack`` in the CLI process: it runs campaigns only through
+``execute(RunRequest(...))`` and reads results only through ``sources.read_summary``.
+"""
+
+from __future__ import annotations
+
+from ramplab.experiment.compare import Comparison, compare
+from ramplab.experiment.expr import Condition, parse_condition, parse_conditions
+from ramplab.experiment.matrix import Experiment, Variant, has_variants, load_experiment
+from ramplab.experiment.order import PlannedRun, plan_runs
+
+__all__ = [
+    "Comparison",
+    "Condition",
+    "Experiment",
+    "PlannedRun",
+    "Variant",
+    "compare",
+    "has_variants",
+    "load_experiment",
+    "parse_condition",
+    "parse_conditions",
+    "plan_runs",
+]

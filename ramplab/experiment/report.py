@@ -1,0 +1,84 @@
+"""An experiment directory's reports, rebuilt from what exists.
+
+``ramplab report EXPERIMENT_DIR`` rebuilds every run's ``report.md``/``report.html`` (its
+``summary.json`` first, from ``requests.jsonl``, when the run was killed before writing one) and
+the comparison of the finished runs with the campaign's baseline and ``fail_if`` conditions —
+the same files ``ramplab run`` writes at the end, so an interrupted or killed experiment gets
+them too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from ramplab.errors import UsageError
+from ramplab.exitcodes import ExitCode
+from ramplab.experiment.compare import Comparison, compare
+from ramplab.experiment.expr import parse_conditions
+from ramplab.experiment.manifest import Manifest
+from ramplab.experiment.render import print_comparison, write_comparison
+from ramplab.experiment.sources import expand
+from ramplab.results.outcome import exit_code
+from ramplab.results.report import load_summary, write_report
+from ramplab.results.slo import Gate, evaluate_gates
+
+__all__ = ["compare_experiment", "report_experiment"]
+
+
+def compare_experiment(directory: Path, manifest: Manifest, console: Console) -> Comparison | None:
+    """Compare the finished runs with the manifest's baseline and conditions; print it and write
+    ``comparison.json``/``.md``. ``None`` when no run finished."""
+    notes: list[str] = []
+    groups = expand([directory], notes)
+    if not groups:
+        for note in notes:
+            console.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print("[yellow]no finished run: no comparison[/]")
+        return None
+    baseline = manifest.baseline
+    if baseline not in [g.name for g in groups]:
+        notes.append(f"baseline {baseline} has no finished run: {groups[0].name} stands in")
+        baseline = groups[0].name
+    conditions = parse_conditions(manifest.fail_if, field="fail_if")
+    comparison = compare(groups, baseline, conditions, field="fail_if", notes=notes)
+    print_comparison(comparison, console)
+    json_path, _ = write_comparison(comparison, directory)
+    console.print(f"comparison: {json_path} (and .md)", highlight=False)
+    return comparison
+
+
+def report_experiment(directory: Path, gates: Sequence[Gate], console: Console) -> ExitCode:
+    """Every run's report, then the comparison; exit 3 when a gate or condition holds."""
+    manifest = Manifest.read(directory)
+    console.print(
+        f"experiment {manifest.name}: {len(manifest.runs)} runs, status {manifest.status}",
+        highlight=False,
+    )
+    worst = ExitCode.OK  # of the gates: 2 a gate names no metric, 3 one missed
+    for entry in manifest.runs:
+        run_dir = directory / entry.dir
+        if not run_dir.is_dir():
+            console.print(f"  {entry.dir}: {entry.status}", highlight=False)
+            continue
+        try:
+            summary = load_summary(run_dir)
+        except UsageError as exc:
+            console.print(f"  {entry.dir}: {entry.status}, no report ({exc})", highlight=False)
+            continue
+        if summary.rebuilt:
+            summary.write(run_dir / "summary.json")
+        verdicts = summary.gates
+        if gates:
+            verdicts = evaluate_gates(gates, summary.to_json())
+            code = exit_code(summary.model_copy(update={"gates": verdicts}))
+            if code != ExitCode.OK and worst != ExitCode.USAGE:
+                worst = code
+        out = write_report(run_dir, summary, verdicts)
+        console.print(f"  {entry.dir}: {entry.status}, report {out}", highlight=False)
+    comparison = compare_experiment(directory, manifest, console)
+    if worst == ExitCode.OK and comparison is not None:
+        return comparison.exit_code
+    return worst
