@@ -15,6 +15,9 @@ from ramplab.experiment.expr import parse_conditions
 from ramplab.experiment.manifest import Manifest, RunEntry, RunStatus, VariantEntry
 from ramplab.experiment.render import markdown, write_comparison
 from ramplab.experiment.sources import expand
+from ramplab.load.shapes import parse_shape
+from ramplab.results.producer import EngineCounts, RunFacts, summarize
+from ramplab.results.summary import RunSummary
 from tests.support.cli import ramplab
 
 
@@ -30,10 +33,16 @@ def step(qps: float, ttft: float, achieved: float | None = None) -> dict[str, An
 
 
 def write_run(path: Path, ttfts: list[float], rates: tuple[float, ...] = (5, 10)) -> Path:
+    """A run directory whose ``summary.json`` is the producer's (every field a real run has),
+    with the figures above put in."""
     path.mkdir(parents=True)
-    steps = [step(q, t) for q, t in zip(rates, ttfts, strict=True)]
-    summary = {**step(sum(rates) / len(rates), sum(ttfts) / len(ttfts)), "steps": steps}
-    (path / "summary.json").write_text(json.dumps(summary))
+    shape = parse_shape("custom:" + ",".join(f"{q}@5s/1s" for q in rates))
+    zeros = [0] * len(rates)
+    base = summarize([], RunFacts(shape=shape, mode="open", scheduled=zeros,
+                                  counts=EngineCounts(zeros, zeros))).to_json()  # fmt: skip
+    steps = [{**s, **step(q, t)} for s, q, t in zip(base["steps"], rates, ttfts, strict=True)]
+    summary = {**base, **step(sum(rates) / len(rates), sum(ttfts) / len(ttfts)), "steps": steps}
+    RunSummary.from_json(summary).write(path / "summary.json")
     return path
 
 
