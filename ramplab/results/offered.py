@@ -25,7 +25,7 @@ def offered_load(step: StepStats) -> tuple[float, str]:
 
 def where(flagged: list[StepStats], steps: tuple[StepStats, ...]) -> str:
     """``"at ≥ 8 QPS"`` when the flagged steps are every step from the lowest flagged load up,
-    else ``"at 4, 16 QPS"``; ``"over the run"`` for a run of one step."""
+    ``"at every step (2–10 QPS)"``, else ``"at 4, 16 QPS"``; a run of one step: its load."""
     if len(steps) == 1 and flagged:
         value, unit = offered_load(steps[0])
         return f"at {value:g} {unit}"
@@ -34,7 +34,10 @@ def where(flagged: list[StepStats], steps: tuple[StepStats, ...]) -> str:
     marks = [s.index in chosen for s in ranked]
     first = marks.index(True)
     unit = offered_load(ranked[first])[1]
-    if all(marks[first:]) and first > 0:
+    if all(marks):
+        low, high = offered_load(ranked[0])[0], offered_load(ranked[-1])[0]
+        return f"at every step ({low:g}–{high:g} {unit})"
+    if all(marks[first:]):
         return f"at ≥ {offered_load(ranked[first])[0]:g} {unit}"
     loads = ", ".join(f"{offered_load(s)[0]:g}" for s, m in zip(ranked, marks, strict=True) if m)
     return f"at {loads} {unit}"
