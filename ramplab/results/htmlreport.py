@@ -33,9 +33,7 @@ _STYLE = """
 body{font:14px system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;
 text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
-figure.chart{margin:0 0 1.5em 0}figure[data-chart=phases]{grid-column:1/-1}
-figcaption{font-size:12px;color:#555}
-.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:0 1.5em}
+figure.chart{margin:0 0 1.5em 0;max-width:1100px}figcaption{font-size:12px;color:#555}
 li.distrust{color:#a40000}li.act{color:#7a4b00}li.note{color:#333}.sev{font-weight:600}
 """
 
@@ -66,7 +64,9 @@ def html_page(
     charts: Sequence[Chart] = (),
     after: Sequence[str] = (),
 ) -> str:
-    """A whole page: ``sections`` (trusted HTML), the charts in a grid, then ``after``."""
+    """A whole page: ``sections`` (trusted HTML), the charts one under another, then ``after``.
+    (One column on purpose: plotly sizes a chart when it draws it, and a chart drawn into a grid
+    cell before the grid is laid out comes out wider than its cell.)"""
     grid = f'<div class="charts">{charts_html(charts)}</div>' if charts else ""
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
