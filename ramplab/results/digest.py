@@ -14,6 +14,7 @@ steps are used as they are.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -56,6 +57,8 @@ _SIGNATURE = ("sign_queue", "lock_wait", "sign")
 
 
 def _array(values: Iterable[float]) -> Floats:
+    if isinstance(values, array):
+        return np.frombuffer(values, dtype=np.float64).copy()
     return np.fromiter(values, dtype=np.float64)
 
 
@@ -94,14 +97,19 @@ class RunDigest:
         return np.concatenate(arrays) if arrays else np.empty(0)
 
 
+def _doubles() -> array[float]:
+    return array("d")
+
+
 @dataclass
 class _Acc:
-    ttft: list[float] = field(default_factory=list)
-    ttft_send: list[float] = field(default_factory=list)
-    itl: list[float] = field(default_factory=list)
-    rate: list[float] = field(default_factory=list)
-    lateness: list[float] = field(default_factory=list)
-    phases: list[tuple[float, ...]] = field(default_factory=list)
+    # C doubles, not lists of Python floats: a long run's ITL values are 8 bytes each, not 32.
+    ttft: array[float] = field(default_factory=_doubles)
+    ttft_send: array[float] = field(default_factory=_doubles)
+    itl: array[float] = field(default_factory=_doubles)
+    rate: array[float] = field(default_factory=_doubles)
+    lateness: array[float] = field(default_factory=_doubles)
+    phases: array[float] = field(default_factory=_doubles)  # rows of len(PHASE_COLUMNS)
     retried: Counter[str] = field(default_factory=Counter)
     failed_ra: Counter[str] = field(default_factory=Counter)
     ra_answers: int = 0
@@ -128,10 +136,10 @@ class _Acc:
         if r.output_tokens and r.ttlt_send_ms:
             self.rate.append(r.output_tokens * 1000.0 / r.ttlt_send_ms)
         if r.ttlt_ms is not None:
-            self.phases.append(_phase_row(r, r.ttlt_ms))
+            self.phases.extend(_phase_row(r, r.ttlt_ms))
 
     def freeze(self, index: int) -> StepDigest:
-        phases = np.array(self.phases, dtype=np.float64).reshape(-1, len(PHASE_COLUMNS))
+        phases = _array(self.phases).reshape(-1, len(PHASE_COLUMNS))
         return StepDigest(
             index=index,
             ttft_ms=_array(self.ttft),
