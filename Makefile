@@ -4,8 +4,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Debian packages named after the command they provide (prometheus brings promtool too).
-SYSTEM_TOOLS ?= prometheus
+# Debian packages named after the command they provide (prometheus brings promtool too;
+# chromium renders report.html in the browser check).
+SYSTEM_TOOLS ?= prometheus chromium
 
 .PHONY: demo test check lint typecheck bench system-deps clean
 

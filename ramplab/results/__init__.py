@@ -2,6 +2,9 @@
 
 ``writer`` appends ``requests.jsonl``; ``steps`` defines the per-step figures; ``producer``
 turns records plus the run's facts into a ``summary.RunSummary`` (the one place a summary is
-built); ``slo`` holds per-request SLOs and the gates the producer evaluates; ``report`` and
-``htmlreport`` render a run directory.
+built); ``slo`` holds per-request SLOs and the gates the producer evaluates. ``report``
+renders a run directory: ``digest`` streams ``requests.jsonl`` once for what the summary does
+not hold, ``breakdown`` joins client and server phases, ``recommend`` applies the rules,
+``tables``, ``mdreport``, ``htmlreport`` and ``charts`` (the public charting API, runs
+overlaid) draw it; ``offered`` is the x-axis they share.
 """

@@ -1,4 +1,10 @@
-"""The report of a run directory: the per-step table, and ``report.md`` beside the results.
+"""The report of a run directory: the per-step table, ``report.md``, ``report.html`` and
+``recommendations.json`` beside the results (``ramplab report RUN_DIR`` rebuilds them all).
+
+``write_report`` reads ``requests.jsonl`` once, as a stream (``digest.py``), for what the
+summary does not hold (distributions, phases, retries); the recommendation rules
+(``recommend.py``) run on the summary and that digest; ``mdreport`` and ``htmlreport`` render
+the same tables (``tables.py``), the HTML adding the plotly charts (``charts.py``).
 
 The source is ``summary.json`` as the master wrote it. When it is missing (a run killed before
 the master could write it) the summary is rebuilt from ``requests.jsonl`` by the same producer
@@ -21,69 +27,31 @@ from rich.table import Table
 
 from ramplab.errors import UsageError
 from ramplab.load.shapes import Shape, custom
+from ramplab.results.charts import LabelledRun
 from ramplab.results.htmlreport import write_html
+from ramplab.results.mdreport import RunMeta, render_markdown
 from ramplab.results.producer import EngineCounts, RunFacts, scheduled_counts, summarize
+from ramplab.results.recommend import recommend, write_recommendations
 from ramplab.results.slo import Gate, parse_request_slo
 from ramplab.results.summary import GateVerdict, RunSummary
+from ramplab.results.tables import COLUMNS, gate_rows, rows
 from ramplab.results.writer import load_records
 from ramplab.stack.campaign import Campaign, CampaignError, load_campaign
 
 __all__ = [
+    "COLUMNS",
     "gate_rows",
     "interrupted_summary",
     "load_summary",
     "rebuild_summary",
+    "rows",
     "steps_table",
     "write_report",
 ]
 
 CAMPAIGN_FILE = "campaign.yaml"
-
 # Terminal width below which the per-step table is printed as two.
 WIDE = 150
-# (header, path in a step dict, format)
-COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("step", "index", "{:d}"),
-    ("target QPS", "target_qps", "{:g}"),
-    ("achieved QPS", "achieved_qps", "{:.2f}"),
-    ("dropped", "dropped", "{:d}"),
-    ("requests", "requests", "{:d}"),
-    ("errors", "errors", ""),
-    ("goodput QPS", "goodput_qps", "{:.2f}"),
-    ("tokens/s", "output_tokens_per_s", "{:.0f}"),
-    ("TTFT p50 ms", "ttft_ms.p50", "{:.1f}"),
-    ("TTFT p99 ms", "ttft_ms.p99", "{:.1f}"),
-    ("ITL p50 ms", "itl_ms.p50", "{:.2f}"),
-    ("TPOT p50 ms", "tpot_ms.p50", "{:.2f}"),
-    ("TTLT p99 ms", "ttlt_ms.p99", "{:.1f}"),
-)
-
-
-def _get(step: Mapping[str, Any], path: str) -> Any:
-    value: Any = step
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
-    return value
-
-
-def _cell(step: Mapping[str, Any], path: str, fmt: str) -> str:
-    value = _get(step, path)
-    if path == "errors":
-        return ", ".join(f"{k}×{v}" for k, v in sorted(dict(value or {}).items())) or "0"
-    if value is None:
-        return "-"
-    if path == "target_qps" and step.get("target_users") is not None:
-        return f"{step['target_users']:g} users"
-    try:
-        return fmt.format(value)
-    except (ValueError, TypeError):
-        return str(value)
-
-
-def rows(summary: RunSummary, columns: Sequence[tuple[str, str, str]] = COLUMNS) -> list[list[str]]:
-    """The table's cells, one row per step (shared by the terminal table and report.md)."""
-    steps = summary.to_json()["steps"]
-    return [[_cell(step, path, fmt) for _, path, fmt in columns] for step in steps]
 
 
 def steps_table(
@@ -240,91 +208,16 @@ def load_summary(
     return rebuild_summary(run_dir, gates=gates)
 
 
-def _markdown_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
-    return "\n".join(lines)
-
-
 def write_report(run_dir: Path, summary: RunSummary, gates: Sequence[GateVerdict] = ()) -> Path:
-    """``report.md`` (what ran, the per-step table, totals, gates) and ``report.html`` (the
-    table with charts); both self-contained. Returns the Markdown file's path."""
-    data = summary.to_json()
-    meta: dict[str, Any] = {}
-    meta_path = run_dir / "run.json"
-    if meta_path.is_file():
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    parts = [f"# ramplab run `{run_dir.name}`", ""]
-    if meta.get("command"):
-        parts += ["Command:", "", "```", str(meta["command"]), "```", ""]
-    facts = [
-        ("campaign", meta.get("campaign")),
-        ("target", meta.get("target")),
-        ("workers", meta.get("workers")),
-        ("mode", summary.mode),
-        ("shape", summary.shape),
-        ("arrivals", summary.arrivals),
-        ("requests", summary.requests),
-        ("exit code", meta.get("exit_code")),
-    ]
-    parts += [f"- {k}: `{v}`" for k, v in facts if v is not None]
-    if summary.stopped_at_s is not None:
-        parts.append(
-            f"- interrupted after {summary.stopped_at_s:.1f} s: steps cover what ran before"
-        )
-    elif summary.rebuilt:
-        parts.append("- summary rebuilt from requests.jsonl (the run did not write one)")
-    parts += ["", "## Per step", "", _markdown_table([c[0] for c in COLUMNS], rows(summary)), ""]
-    totals = [
-        ("achieved QPS", summary.achieved_qps),
-        ("goodput QPS", summary.goodput_qps),
-        ("error ratio", summary.error_ratio),
-        ("drop ratio", summary.drop_ratio),
-        ("retry amplification", summary.retry_amplification),
-        ("TTFT p99 ms", summary.ttft_ms.p99),
-        ("TTLT p99 ms", summary.ttlt_ms.p99),
-    ]
-    shown = [(k, f"{v:.4g}") for k, v in totals if isinstance(v, int | float)]
-    if shown:
-        parts += [
-            "## Over all measured windows",
-            "",
-            _markdown_table([k for k, _ in shown], [[v for _, v in shown]]),
-        ]
-        parts.append("")
-    if gates:
-        parts += [
-            "## SLO gates",
-            "",
-            _markdown_table(("gate", "observed", "result"), gate_rows(gates)),
-            "",
-        ]
-    parts += [
-        "Definitions: docs/metrics.md. Latencies are exact percentiles of successful requests;",
-        "steps exclude their warm-up. `requests.jsonl` holds every request.",
-        "",
-    ]
+    """``report.md`` (facts, recommendations, tables), ``report.html`` (the same with charts,
+    one self-contained file) and ``recommendations.json``, from ``summary`` and one streamed
+    pass over ``requests.jsonl``. Returns the Markdown file's path."""
+    meta = RunMeta.read(run_dir)
+    run = LabelledRun.load(run_dir, run_dir.name, summary)
+    recommendations = recommend(summary, run.digest)
+    write_recommendations(run_dir, recommendations)
     out = run_dir / "report.md"
-    out.write_text("\n".join(parts), encoding="utf-8")
-    write_html(
-        run_dir / "report.html",
-        f"ramplab run {run_dir.name}",
-        [(k, str(v)) for k, v in facts if v is not None],
-        [c[0] for c in COLUMNS],
-        rows(summary),
-        data["steps"],
-    )
+    text = render_markdown(run_dir.name, meta, summary, run.digest, recommendations, gates)
+    out.write_text(text, encoding="utf-8")
+    write_html(run_dir / "report.html", run, meta, recommendations, gates)
     return out
-
-
-def gate_rows(verdicts: Sequence[GateVerdict]) -> list[tuple[str, str, str]]:
-    """(gate, observed values, pass/fail/invalid) for report.md."""
-    return [
-        (
-            v.gate,
-            ", ".join(f"{x:g}" if isinstance(x, int | float) else str(x) for _, x in v.observed)
-            or v.detail,
-            v.status,
-        )
-        for v in verdicts
-    ]

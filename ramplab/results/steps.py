@@ -15,10 +15,10 @@ Definitions (``docs/summary.md`` quotes these):
 - ``goodput_qps``: records with ``slo_ok`` true — or ``ok`` when no SLO was set (``slo_ok`` None).
 - ``output_tokens_per_s``: every record's ``output_tokens`` (failed streams included: the
   tokens were delivered) ÷ the window.
-- Latency percentiles use successful records only, computed exactly with numpy's default
-  (linear) interpolation on the raw values — never from buckets (Locust rounds to two
-  significant digits). ``itl_ms`` pools every gap of every successful stream; ``ttfb_ms`` and
-  ``lateness_ms`` cover every record that was sent.
+- Latency percentiles (p50/p90/p95/p99/p99.9, min, max, mean) use successful records only,
+  computed exactly with numpy's default (linear) interpolation on the raw values — never from
+  buckets (Locust rounds to two significant digits). ``itl_ms`` pools every gap of every
+  successful stream; ``ttfb_ms`` and ``lateness_ms`` cover every record that was sent.
 - ``retry_amplification`` = attempts ÷ requests; ``success_ratio``/``error_ratio``/
   ``goodput_ratio`` are over ``requests`` (so read them with ``drop_ratio`` = dropped ÷ scheduled).
 """
@@ -40,12 +40,23 @@ LATENCIES = ("ttft_ms", "ttft_send_ms", "tpot_ms", "ttlt_ms")
 
 
 def percentiles(values: Iterable[float]) -> Percentiles:
-    """p50/p90/p99 exactly (linear interpolation), ``None`` values when empty."""
+    """p50/p90/p95/p99/p99.9 exactly (linear interpolation), min, max and mean; ``None``
+    values when empty."""
     arr = np.fromiter(values, dtype=np.float64)
     if arr.size == 0:
         return Percentiles()
-    p50, p90, p99 = np.percentile(arr, [50, 90, 99])
-    return Percentiles(p50=float(p50), p90=float(p90), p99=float(p99), count=int(arr.size))
+    p50, p90, p95, p99, p999 = (float(v) for v in np.percentile(arr, [50, 90, 95, 99, 99.9]))
+    return Percentiles(
+        p50=p50,
+        p90=p90,
+        p95=p95,
+        p99=p99,
+        p999=p999,
+        min=float(arr.min()),
+        max=float(arr.max()),
+        mean=float(arr.mean()),
+        count=int(arr.size),
+    )
 
 
 def _ratio(num: float, den: float | None) -> float | None:

@@ -50,11 +50,18 @@ class _Frozen(BaseModel):
 
 
 class Percentiles(_Frozen):
-    """Exact percentiles (numpy, linear interpolation) of ``count`` values; ``None`` when empty."""
+    """Exact percentiles (numpy, linear interpolation) of ``count`` values, with their mean and
+    extremes; ``None`` when empty. ``p999`` is the 99.9th percentile (a dot would split a gate's
+    path)."""
 
     p50: float | None = None
     p90: float | None = None
+    p95: float | None = None
     p99: float | None = None
+    p999: float | None = None
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
     count: int = 0
 
 

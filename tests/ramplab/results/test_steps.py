@@ -86,6 +86,26 @@ def test_percentiles_are_exact_linear_interpolation() -> None:
     assert p(percentiles([147.0])) == {"p50": 147.0, "p90": 147.0, "p99": 147.0}  # not 150
 
 
+def test_percentiles_report_p95_p999_extremes_and_mean() -> None:
+    got = percentiles(float(v) for v in range(1, 1001))  # 1 … 1000
+    # position q·(n−1): 95 % at 949.05 → 950.05; 99.9 % at 998.001 → 999.001
+    assert got.p95 == pytest.approx(950.05)
+    assert got.p999 == pytest.approx(999.001)
+    assert (got.min, got.max, got.mean) == (1.0, 1000.0, 500.5)
+    assert got.p50 <= got.p90 <= got.p95 <= got.p99 <= got.p999 <= got.max  # type: ignore[operator]
+    empty = percentiles([])
+    assert (empty.p95, empty.p999, empty.min, empty.max, empty.mean) == (None,) * 5
+    one = percentiles([147.0])
+    assert one.p999 == one.max == one.mean == 147.0
+
+
+def test_percentiles_keep_their_existing_keys_and_add_the_new_ones() -> None:
+    # summary.json is additive: readers of p50/p90/p99/count are unaffected.
+    keys = list(percentiles([1.0, 2.0]).model_dump())
+    assert {"p50", "p90", "p99", "count"} <= set(keys)
+    assert keys == ["p50", "p90", "p95", "p99", "p999", "min", "max", "mean", "count"]
+
+
 def test_step_figures_against_hand_computed_values() -> None:
     shape = parse_shape("2,4@10s/2s")  # stage 0: [0,10) measured [2,10), 8 s; stage 1: [12,20)
     records = [

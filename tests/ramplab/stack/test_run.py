@@ -76,9 +76,10 @@ def test_smoke_campaign_with_two_workers_completes(
     assert (run_dir / "campaign.yaml").read_text() == (REPO / "campaigns/smoke.yaml").read_text()
     assert "| step |" in (run_dir / "report.md").read_text()
     page = (run_dir / "report.html").read_text()
-    assert page.count("<svg") == 2  # QPS and TTFT charts, inline
-    assert "src=" not in page
-    assert "href=" not in page  # self-contained: nothing to fetch
+    assert page.count('class="plotly-graph-div"') >= 10  # charts, plotly.js inlined
+    assert "<script src" not in page
+    assert "<link" not in page  # self-contained: nothing to fetch
+    assert (run_dir / "recommendations.json").is_file()
     for step in summary["steps"]:
         assert f"<td>{step['achieved_qps']:.2f}</td>" in page
     assert "per-step summary" in done.stdout
