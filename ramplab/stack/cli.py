@@ -6,6 +6,7 @@
     ramplab run campaigns/demo.yaml --prometheus --linger 600   watch it in Prometheus
     ramplab validate campaigns/demo.yaml
     ramplab report results/demo-20260101-120000
+    ramplab search campaigns/search.yaml            max QPS under the campaign's SLO
 
 Exit codes (``ramplab.exitcodes``): 0 ok, 2 bad input (naming the field), 3 an SLO gate
 missed, 4 the run failed, 130 interrupted (results kept).
@@ -175,6 +176,15 @@ def validate(campaign: CampaignArg) -> None:
     """Check a campaign file without running it; prints its stages."""
     try:
         parsed = load_campaign(campaign)
+        if parsed.search is not None and parsed.shape is None and parsed.steps is None:
+            from ramplab.experiment.search import describe
+
+            preflight.check_campaign(
+                parsed.model_copy(update={"shape": parsed.search.shape_text(1.0)})
+            )
+            preflight.target_check(parsed)
+            console.print(f"{campaign}: ok — {parsed.name}, {describe(parsed.search)}")
+            return
         preflight.check_campaign(parsed)
         preflight.target_check(parsed)
     except UsageError as exc:
@@ -212,6 +222,11 @@ def report(
     try:
         if not run_dir.is_dir():
             raise UsageError("RUN_DIR", f"{run_dir} is not a directory")
+        if (run_dir / "search.json").is_file():  # a search: its probe table and answer
+            from ramplab.experiment.search_table import print_search, read_search
+
+            print_search(read_search(run_dir), console)
+            raise typer.Exit(0)
         gates = parse_gates(gate or [], field="--gate")
         summary = load_summary(run_dir)
     except UsageError as exc:
@@ -229,6 +244,104 @@ def report(
         print_gates(verdicts, console)
     out = write_report(run_dir, summary, verdicts)
     console.print(f"report: {out}")
+    raise typer.Exit(int(code))
+
+
+@app.command()
+def search(
+    campaign: CampaignArg,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            help="URL of a running OpenAI-compatible server; without it the reference target "
+            "is started once and kept up across probes.",
+            show_default=False,
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=64,
+            help="Locust worker processes (default: stack.workers).",
+            show_default=False,
+        ),
+    ] = None,
+    results_dir: Annotated[
+        Path, typer.Option(help="Parent of the search directory <name>-search-<UTC time>/.")
+    ] = Path("results"),
+    run_name: Annotated[
+        str | None, typer.Option(help="Search directory name instead of the default.")
+    ] = None,
+    goodput_min: Annotated[
+        float | None,
+        typer.Option(
+            help="Percent of requests that must meet every SLO (search.goodput_min).",
+            show_default=False,
+        ),
+    ] = None,
+    start_qps: Annotated[
+        float | None,
+        typer.Option(help="First probe's rate (search.start_qps).", show_default=False),
+    ] = None,
+    max_qps: Annotated[
+        float | None, typer.Option(help="Highest rate probed (search.max_qps).", show_default=False)
+    ] = None,
+    resolution_pct: Annotated[
+        float | None,
+        typer.Option(
+            help="Stop when the bracket is this narrow, in % of its low end "
+            "(search.resolution_pct).",
+            show_default=False,
+        ),
+    ] = None,
+    redis_url: Annotated[
+        str | None,
+        typer.Option(help="Redis of the local target (default: embedded).", show_default=False),
+    ] = None,
+    locustfile: Annotated[
+        Path | None,
+        typer.Option(help="Locustfile (default: locustfiles/llm_ramp.py).", show_default=False),
+    ] = None,
+) -> None:
+    """Find the max rate at which goodput_min % of requests meet every SLO of the campaign.
+
+    Geometric probes, then bisection; each probe is an open-loop run with a warm-up and a hold
+    split into windows. Writes search.json and a run directory per probe (docs/cli.md)."""
+    from pydantic import ValidationError
+
+    from ramplab.experiment.search import SearchSpec
+    from ramplab.experiment.search_run import SearchRequest, execute_search
+
+    try:
+        parsed = load_campaign(campaign)
+        given = {"goodput_min": goodput_min, "start_qps": start_qps, "max_qps": max_qps,
+                 "resolution_pct": resolution_pct}  # fmt: skip
+        spec = parsed.search or SearchSpec()
+        for name, value in given.items():
+            if value is not None:
+                try:
+                    spec = SearchSpec.model_validate({**spec.model_dump(), name: value})
+                except ValidationError as exc:
+                    flag = f"--{name.replace('_', '-')}"
+                    raise UsageError(flag, exc.errors()[0]["msg"]) from None
+        if target is not None:
+            _check_url(target)
+        request = SearchRequest(
+            campaign=parsed,
+            campaign_text=campaign.read_text(encoding="utf-8"),
+            spec=spec,
+            locustfile=locustfile or DEFAULT_LOCUSTFILE,
+            results_dir=results_dir,
+            run_name=run_name,
+            target_url=target,
+            workers=workers,
+            redis_url=redis_url,
+            argv=["ramplab", *sys.argv[1:]],
+        )
+        code = execute_search(request, console)
+    except UsageError as exc:
+        raise _usage(exc) from None
     raise typer.Exit(int(code))
 
 

@@ -1,0 +1,1 @@
+"""Experiments built from runs: the max-rate search under SLO (``search.py`` and its parts)."""
