@@ -84,6 +84,9 @@ class SearchSpec(BaseModel):
     # the generator
     max_generator_cpu_pct: float = Field(default=90.0, gt=0, le=100)
     max_lateness_ms: float = Field(default=50.0, gt=0)
+    # a generator-limited probe is run again this many times before the search gives up
+    # (a shared machine's hiccup is not a verdict)
+    generator_retries: int = Field(default=1, ge=0, le=5)
     # between probes
     settle: float | str = 30.0
     cooldown: float | str = 0.0

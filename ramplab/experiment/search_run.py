@@ -381,6 +381,7 @@ def _loop(
     progress: _Progress,
 ) -> str | None:
     """Probe until the search is over; a probe run's failure ends it (returned)."""
+    retried = 0
     while (rate := next_rate(spec, outcomes)) is not None:
         index = len(data["probes"]) + 1
         low, high = bracket(outcomes)
@@ -418,5 +419,11 @@ def _loop(
         progress.finished(record)
         if outcome is None:
             return f"probe {index} at {rate:g} QPS failed to run: {record['reason']}"
+        if outcome.verdict == "generator-limited" and retried < spec.generator_retries:
+            retried += 1  # not an outcome yet: next_rate gives the same rate again
+            record["retried"] = True
+            write(base / SEARCH_FILE, data)
+            continue
+        retried = 0
         outcomes.append(outcome)
     return None
