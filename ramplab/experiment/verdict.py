@@ -10,7 +10,8 @@ probe run's ``summary.json``. The checks, in this order (the first that fires de
    per window is allowed for the window's edge); dropped arrivals (no free user: every one
    waits on the target) above ``drop_tolerance_pct`` %; the server's queue growing — TTFT p50
    rising window after window by more than ``queue_growth_ms`` in all; lateness p99 rising the
-   same way by more than ``lateness_growth_ms``;
+   same way by more than ``lateness_growth_ms`` (not on an early-stopped probe: the requests
+   in flight when it stopped left no record, which would read as a shortfall);
 3. **generator lateness** — pooled lateness p99 above ``max_lateness_ms`` with no saturation
    signal: the client sent late on its own (TTFT counts from the intended start, so its misses
    may be the client's) → generator-limited; checked before the live watch's early stop for
@@ -158,7 +159,8 @@ def judge(
 
     if (why := generator_cpu(spec, cpu)) is not None:
         return verdict("generator-limited", why)
-    if (why := saturation(spec, windows)) is not None:
+    # An early-stopped probe lost its in-flight requests: its counts would read as a shortfall.
+    if early is None and (why := saturation(spec, windows)) is not None:
         return verdict("fail", f"over-saturated: {why}")
     if lateness_p99_ms is not None and lateness_p99_ms > spec.max_lateness_ms:
         return verdict("generator-limited",
