@@ -106,6 +106,10 @@ def saturation(spec: SearchSpec, windows: Sequence[Window]) -> str | None:
     """Why the target is over-saturated at this rate, or ``None``."""
     scheduled = sum(w.scheduled or 0 for w in windows)
     sent = sum(w.requests for w in windows)
+    dropped = sum(w.dropped for w in windows)
+    if scheduled > 0 and dropped > scheduled * spec.drop_tolerance_pct / 100.0:
+        return (f"{dropped} of {scheduled} arrivals dropped (no free user), more than "
+                f"{spec.drop_tolerance_pct:g} %")  # fmt: skip
     # One arrival per window may fall on the other side of a window's edge (the record's
     # stage and the schedule's count can disagree there): that is not a shortfall.
     short = scheduled - sent - len(windows)
@@ -116,10 +120,6 @@ def saturation(spec: SearchSpec, windows: Sequence[Window]) -> str | None:
             f"achieved {achieved:.3g} QPS < offered {offered:.3g} QPS by more than "
             f"{spec.achieved_tolerance_pct:g} % ({sent} of {scheduled} arrivals sent)"
         )
-    dropped = sum(w.dropped for w in windows)
-    if scheduled > 0 and dropped > scheduled * spec.drop_tolerance_pct / 100.0:
-        return (f"{dropped} of {scheduled} arrivals dropped (no free user), more than "
-                f"{spec.drop_tolerance_pct:g} %")  # fmt: skip
     rise = _rising([w.ttft_p50_ms for w in windows], spec.queue_growth_ms)
     if rise is not None:
         return f"the server's queue grows: TTFT p50 rose {rise:.0f} ms across the hold"

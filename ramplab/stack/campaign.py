@@ -267,6 +267,11 @@ def parse_campaign(data: object, source: str = "campaign") -> Campaign:
         raise CampaignError(_location(first["loc"]), first["msg"]) from None
     if campaign.shape is not None and campaign.steps is not None:
         raise CampaignError("shape", "give exactly one of 'shape' or 'steps'")
+    if campaign.search is not None:
+        try:
+            campaign.search.check("search")
+        except UsageError as exc:
+            raise CampaignError(exc.field, _reason(exc)) from None
     if campaign.shape is None and campaign.steps is None:
         if campaign.search is None:
             raise CampaignError("shape", "give exactly one of 'shape' or 'steps'")
@@ -278,8 +283,6 @@ def parse_campaign(data: object, source: str = "campaign") -> Campaign:
         searching_only = False
     campaign.load_shape  # noqa: B018 - validates the shape now, naming the field
     try:
-        if campaign.search is not None:
-            campaign.search.check("search")
         for opt in schema.campaign_options():
             # The option's own check, on the field's path: what validates here starts there.
             given = campaign.value_at(opt.campaign or "")
