@@ -226,7 +226,7 @@ def answer(spec: SearchSpec, outcomes: Sequence[Outcome], interrupted: bool = Fa
             "a pass there could be a saturated client; add workers or lower the load",
         )  # fmt: skip
     if interrupted:
-        return Answer("interrupted", high_pass, pair, "interrupted: the bracket so far")
+        return Answer("interrupted", high_pass, pair, "the bracket so far")
     if low_fail is None:
         if high_pass is not None and high_pass >= spec.max_qps:
             return Answer("above-max", high_pass, pair,
