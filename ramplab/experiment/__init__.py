@@ -1,4 +1,5 @@
-"""Experiments: a campaign's variants run interleaved under one directory, and their comparison.
+"""Experiments built from runs: a campaign's variants run interleaved under one directory, their
+comparison, and the max-rate search under SLO.
 
 ::
 
@@ -11,6 +12,14 @@
     expr.py      ``--fail-if`` conditions
     render.py    the comparison as a terminal table and ``comparison.md``
     report.py    ``ramplab report EXPERIMENT_DIR``: every run's report and the comparison
+    search.py        the max-rate search under SLO: its settings and the probe sequence
+    search_run.py    ``ramplab search``: probes chosen, run, judged, recorded in ``search.json``
+    probe.py         one probe: a run at one constant rate against a target that stays up
+    watch.py         a running probe stopped as soon as it cannot pass
+    verdict.py       a probe judged: windows, attainment and its interval, the reason
+    confidence.py    Wilson and t intervals
+    cpu.py           the generator's own CPU per worker, from /proc
+    search_table.py  ``search.json`` shown: the probe table and the answer
 
 The layer sits beside ``ramplab.stack`` in the CLI process: it runs campaigns only through
 ``execute(RunRequest(...))`` and reads results only through ``sources.read_summary``.

@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ramplab.errors import UsageError
+from ramplab.experiment.search import SearchSpec
 from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, parse_duration, shape_from_dict
 from ramplab.options import schema
@@ -172,6 +173,8 @@ class Campaign(_Strict):
     workload: Workload = Workload()
     stack: StackSettings = StackSettings()
     target: TargetSettings = TargetSettings()
+    # The max-rate search (``ramplab search``); with it, shape and steps may be left out.
+    search: SearchSpec | None = None
 
     @field_validator("name")
     @classmethod
@@ -222,7 +225,10 @@ def _flatten(value: Mapping[str, Any], prefix: str, out: dict[str, str]) -> None
 def _shape(campaign: Campaign) -> Shape:
     try:
         if campaign.steps is None:
-            assert campaign.shape is not None
+            if campaign.shape is None:
+                raise CampaignError(
+                    "shape", "none given: this campaign only searches (ramplab search CAMPAIGN)"
+                )
             return shape_from_dict(campaign.shape, "shape")
         stages = [
             {
@@ -272,8 +278,22 @@ def parse_campaign(data: object, source: str = "campaign") -> Campaign:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise CampaignError(_location(first["loc"]), first["msg"]) from None
-    if (campaign.shape is None) == (campaign.steps is None):
+    if campaign.shape is not None and campaign.steps is not None:
         raise CampaignError("shape", "give exactly one of 'shape' or 'steps'")
+    if campaign.search is not None:
+        try:
+            campaign.search.check("search")
+        except UsageError as exc:
+            raise CampaignError(exc.field, _reason(exc)) from None
+    if campaign.shape is None and campaign.steps is None:
+        if campaign.search is None:
+            raise CampaignError("shape", "give exactly one of 'shape' or 'steps'")
+        # A search campaign: each probe gets its own shape; validate the options on one.
+        shape = campaign.search.shape_text(campaign.search.start_qps)
+        campaign = campaign.model_copy(update={"shape": shape})
+        searching_only = True
+    else:
+        searching_only = False
     campaign.load_shape  # noqa: B018 - validates the shape now, naming the field
     try:
         for opt in schema.campaign_options():
@@ -284,6 +304,8 @@ def parse_campaign(data: object, source: str = "campaign") -> Campaign:
         parse_gates(campaign.gates, field="gates")
     except UsageError as exc:
         raise CampaignError(exc.field, _reason(exc)) from None
+    if searching_only:
+        campaign = campaign.model_copy(update={"shape": None})
     return campaign
 
 

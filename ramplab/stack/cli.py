@@ -8,6 +8,7 @@
     ramplab report results/demo-20260101-120000
     ramplab run campaigns/chunking.yaml             a campaign with variants: an experiment
     ramplab compare results/chunking-20260101-120000 --fail-if 'ttft_ms.p99 > 1.1 * baseline'
+    ramplab search campaigns/search.yaml            max QPS under the campaign's SLO
 
 Exit codes (``ramplab.exitcodes``): 0 ok, 2 bad input (naming the field), 3 an SLO gate
 missed (or a ``--fail-if`` condition held), 4 the run failed, 130 interrupted (results kept).
@@ -22,6 +23,7 @@ from typing import Annotated
 from urllib.parse import urlsplit
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -35,6 +37,9 @@ from ramplab.experiment.order import plan_runs
 from ramplab.experiment.render import TABLE_METRICS, print_comparison, write_comparison
 from ramplab.experiment.report import report_experiment
 from ramplab.experiment.runner import run_experiment
+from ramplab.experiment.search import SearchSpec, describe
+from ramplab.experiment.search_run import SearchRequest, execute_search
+from ramplab.experiment.search_table import print_search, read_search
 from ramplab.experiment.sources import expand
 from ramplab.results.outcome import exit_code
 from ramplab.results.report import load_summary, print_steps, write_report
@@ -201,6 +206,13 @@ def validate(campaign: CampaignArg) -> None:
             _print_experiment(experiment)
             return
         parsed = load_campaign(campaign)
+        if parsed.search is not None and parsed.shape is None and parsed.steps is None:
+            preflight.check_campaign(
+                parsed.model_copy(update={"shape": parsed.search.shape_text(1.0)})
+            )
+            preflight.target_check(parsed)
+            console.print(f"{campaign}: ok — {parsed.name}, {describe(parsed.search)}")
+            return
         preflight.check_campaign(parsed)
         preflight.target_check(parsed)
     except UsageError as exc:
@@ -263,6 +275,9 @@ def report(
     try:
         if not run_dir.is_dir():
             raise UsageError("RUN_DIR", f"{run_dir} is not a directory")
+        if (run_dir / "search.json").is_file():  # a search: its probe table and answer
+            print_search(read_search(run_dir), console)
+            raise typer.Exit(0)
         gates = parse_gates(gate or [], field="--gate")
         if (run_dir / MANIFEST).is_file():
             raise typer.Exit(int(report_experiment(run_dir, gates, console)))
@@ -356,6 +371,101 @@ def compare(
         json_path, _ = write_comparison(comparison, directory)
         console.print(f"comparison: {json_path} (and .md)", highlight=False)
     raise typer.Exit(int(comparison.exit_code))
+
+
+@app.command()
+def search(
+    campaign: CampaignArg,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            help="URL of a running OpenAI-compatible server; without it the reference target "
+            "is started once and kept up across probes.",
+            show_default=False,
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=64,
+            help="Locust worker processes (default: stack.workers).",
+            show_default=False,
+        ),
+    ] = None,
+    results_dir: Annotated[
+        Path, typer.Option(help="Parent of the search directory <name>-search-<UTC time>/.")
+    ] = Path("results"),
+    run_name: Annotated[
+        str | None, typer.Option(help="Search directory name instead of the default.")
+    ] = None,
+    goodput_min: Annotated[
+        float | None,
+        typer.Option(
+            help="Percent of requests that must meet every SLO (search.goodput_min).",
+            show_default=False,
+        ),
+    ] = None,
+    start_qps: Annotated[
+        float | None,
+        typer.Option(help="First probe's rate (search.start_qps).", show_default=False),
+    ] = None,
+    max_qps: Annotated[
+        float | None, typer.Option(help="Highest rate probed (search.max_qps).", show_default=False)
+    ] = None,
+    resolution_pct: Annotated[
+        float | None,
+        typer.Option(
+            help="Stop when the bracket is this narrow, in % of its low end "
+            "(search.resolution_pct).",
+            show_default=False,
+        ),
+    ] = None,
+    redis_url: Annotated[
+        str | None,
+        typer.Option(help="Redis of the local target (default: embedded).", show_default=False),
+    ] = None,
+    locustfile: Annotated[
+        Path | None,
+        typer.Option(help="Locustfile (default: locustfiles/llm_ramp.py).", show_default=False),
+    ] = None,
+) -> None:
+    """Find the max rate at which goodput_min % of requests meet every SLO of the campaign.
+
+    Geometric probes, then bisection; each probe is an open-loop run with a warm-up and a hold
+    split into windows. Writes search.json and a run directory per probe (docs/cli.md)."""
+    from pydantic import ValidationError
+
+    try:
+        parsed = load_campaign(campaign)
+        given = {"goodput_min": goodput_min, "start_qps": start_qps, "max_qps": max_qps,
+                 "resolution_pct": resolution_pct}  # fmt: skip
+        spec = parsed.search or SearchSpec()
+        for name, value in given.items():
+            if value is not None:
+                try:
+                    spec = SearchSpec.model_validate({**spec.model_dump(), name: value})
+                except ValidationError as exc:
+                    flag = f"--{name.replace('_', '-')}"
+                    raise UsageError(flag, exc.errors()[0]["msg"]) from None
+        if target is not None:
+            _check_url(target)
+        request = SearchRequest(
+            campaign=parsed,
+            campaign_text=campaign.read_text(encoding="utf-8"),
+            spec=spec,
+            locustfile=locustfile or DEFAULT_LOCUSTFILE,
+            results_dir=results_dir,
+            run_name=run_name,
+            target_url=target,
+            workers=workers,
+            redis_url=redis_url,
+            argv=["ramplab", *sys.argv[1:]],
+        )
+        code = execute_search(request, console)
+    except UsageError as exc:
+        raise _usage(exc) from None
+    raise typer.Exit(int(code))
 
 
 def line_buffered() -> None:
