@@ -434,8 +434,6 @@ def search(
 
     Geometric probes, then bisection; each probe is an open-loop run with a warm-up and a hold
     split into windows. Writes search.json and a run directory per probe (docs/cli.md)."""
-    from pydantic import ValidationError
-
     try:
         parsed = load_campaign(campaign)
         given = {"goodput_min": goodput_min, "start_qps": start_qps, "max_qps": max_qps,
