@@ -21,27 +21,10 @@ comparison, and the max-rate search under SLO.
     cpu.py           the generator's own CPU per worker, from /proc
     search_table.py  ``search.json`` shown: the probe table and the answer
 
+Nothing is imported here: ``ramplab.stack.campaign`` imports ``search.py`` for the campaign's
+``search:`` section, and the comparison side imports ``stack``; importing the package must not
+pull the one into the other.
+
 The layer sits beside ``ramplab.stack`` in the CLI process: it runs campaigns only through
 ``execute(RunRequest(...))`` and reads results only through ``sources.read_summary``.
 """
-
-from __future__ import annotations
-
-from ramplab.experiment.compare import Comparison, compare
-from ramplab.experiment.expr import Condition, parse_condition, parse_conditions
-from ramplab.experiment.matrix import Experiment, Variant, has_variants, load_experiment
-from ramplab.experiment.order import PlannedRun, plan_runs
-
-__all__ = [
-    "Comparison",
-    "Condition",
-    "Experiment",
-    "PlannedRun",
-    "Variant",
-    "compare",
-    "has_variants",
-    "load_experiment",
-    "parse_condition",
-    "parse_conditions",
-    "plan_runs",
-]

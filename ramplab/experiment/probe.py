@@ -28,10 +28,11 @@ from ramplab.errors import UsageError
 from ramplab.experiment.cpu import CpuSampler
 from ramplab.experiment.search import SearchSpec
 from ramplab.experiment.watch import ProbeWatch
-from ramplab.results.report import CAMPAIGN_FILE, interrupted_summary, load_summary, write_report
+from ramplab.results.report import write_report
 from ramplab.results.summary import RunSummary
 from ramplab.stack.campaign import Campaign
 from ramplab.stack.local import LocalStack, StackConfig, StackError
+from ramplab.stack.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
 
 __all__ = ["ProbeRun", "probe_campaign", "run_probe"]
 

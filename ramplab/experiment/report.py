@@ -22,8 +22,9 @@ from ramplab.experiment.manifest import Manifest
 from ramplab.experiment.render import print_comparison, write_comparison
 from ramplab.experiment.sources import expand
 from ramplab.results.outcome import exit_code
-from ramplab.results.report import load_summary, write_report
+from ramplab.results.report import write_report
 from ramplab.results.slo import Gate, evaluate_gates
+from ramplab.stack.rebuild import load_summary
 
 __all__ = ["compare_experiment", "report_experiment"]
 

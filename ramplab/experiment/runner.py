@@ -29,8 +29,8 @@ from ramplab.experiment.manifest import Manifest, RunEntry, VariantEntry, now, s
 from ramplab.experiment.matrix import Experiment, Variant
 from ramplab.experiment.order import PlannedRun, plan_runs
 from ramplab.experiment.report import compare_experiment
-from ramplab.results.report import CAMPAIGN_FILE
 from ramplab.stack.campaign import NAME_RULE, Campaign, is_valid_name, parse_campaign
+from ramplab.stack.rebuild import CAMPAIGN_FILE
 from ramplab.stack.run import RunRequest, execute
 
 __all__ = ["run_campaign", "run_experiment"]

@@ -54,11 +54,11 @@ from ramplab.experiment.search_table import (
 )
 from ramplab.experiment.verdict import judge, windows_of
 from ramplab.experiment.watch import ProbeWatch
-from ramplab.results.report import CAMPAIGN_FILE
 from ramplab.stack import preflight
 from ramplab.stack.campaign import NAME_RULE, Campaign, is_valid_name
 from ramplab.stack.process import ManagedProcess, ProcessSpec, free_port
 from ramplab.stack.readiness import HttpReady
+from ramplab.stack.rebuild import CAMPAIGN_FILE
 
 __all__ = ["SearchRequest", "execute_search"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ramplab.errors import UsageError
 from ramplab.experiment.manifest import MANIFEST, Manifest
-from ramplab.results.report import load_summary
+from ramplab.stack.rebuild import load_summary
 
 __all__ = ["Group", "RunData", "expand", "read_summary"]
 

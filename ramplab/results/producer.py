@@ -2,7 +2,7 @@
 
 Three callers, one code path: the ramp master (``MasterEngine.summary``: the engine's facts),
 a plain Locust run without the ramp engine (no shape: one step covering every record) and the
-CLI when it rebuilds a summary the master could not write (``report.rebuild_summary``: the
+CLI when it rebuilds a summary the master could not write (``stack.rebuild.rebuild_summary``: the
 facts from the saved campaign and ``progress.json``). The same records and facts give the
 same summary whoever asks. The producer also applies the per-request SLO (``slo_ok``) and
 evaluates the run's gates, so the verdicts are written into ``summary.json`` once.

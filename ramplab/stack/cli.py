@@ -42,10 +42,11 @@ from ramplab.experiment.search_run import SearchRequest, execute_search
 from ramplab.experiment.search_table import print_search, read_search
 from ramplab.experiment.sources import expand
 from ramplab.results.outcome import exit_code
-from ramplab.results.report import load_summary, print_steps, write_report
+from ramplab.results.report import print_steps, write_report
 from ramplab.results.slo import evaluate_gates, parse_gates, print_gates
 from ramplab.stack import preflight
 from ramplab.stack.campaign import load_campaign
+from ramplab.stack.rebuild import load_summary
 from ramplab.stack.run import DEFAULT_LOCUSTFILE, RunRequest, execute
 
 __all__ = ["app", "line_buffered", "main"]

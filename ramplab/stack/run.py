@@ -28,13 +28,7 @@ from rich.live import Live
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.results.outcome import exit_code
-from ramplab.results.report import (
-    CAMPAIGN_FILE,
-    interrupted_summary,
-    load_summary,
-    print_steps,
-    write_report,
-)
+from ramplab.results.report import print_steps, write_report
 from ramplab.results.slo import Gate, evaluate_gates, print_gates
 from ramplab.results.summary import RunSummary
 from ramplab.stack import preflight
@@ -43,6 +37,7 @@ from ramplab.stack.local import LocalStack, StackConfig, StackError
 from ramplab.stack.monitoring import Monitoring, find_prometheus, loopback_address
 from ramplab.stack.process import free_port
 from ramplab.stack.progress import LiveProgress
+from ramplab.stack.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
 
 __all__ = ["RunRequest", "execute"]
 

@@ -22,12 +22,12 @@ from ramplab.results.producer import (
     scheduled_counts,
     summarize,
 )
-from ramplab.results.report import rebuild_summary
 from ramplab.results.slo import RequestSlo, parse_gates
 from ramplab.results.summary import Percentiles, RunSummary, WorkerCounts
 from ramplab.results.writer import ResultsWriter
 from ramplab.stack.campaign import parse_campaign
 from ramplab.stack.preflight import summary_template
+from ramplab.stack.rebuild import rebuild_summary
 
 T0 = 1_700_000_000.0
 

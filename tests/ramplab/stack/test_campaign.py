@@ -11,8 +11,8 @@ import yaml
 
 from ramplab.experiment.matrix import load_experiment
 from ramplab.load.shapes import parse_shape
-from ramplab.results.report import truncated
 from ramplab.stack.campaign import CampaignError, load_campaign, parse_campaign
+from ramplab.stack.rebuild import truncated
 from tests.support.processes import REPO
 
 SHAPE = {"kind": "stepped", "rates": [1, 2], "hold": "4s", "warmup": "1s"}
