@@ -97,6 +97,7 @@ class Manifest:
     variants: list[VariantEntry]
     runs: list[RunEntry]
     fail_if: list[str] = field(default_factory=list)
+    study: str | None = None
     command: str | None = None
     started: str = field(default_factory=now)
     finished: str | None = None

@@ -52,6 +52,7 @@ from ramplab.stack.campaign import (
     read_campaign_data,
     resolve_files,
 )
+from ramplab.study.registry import check_study
 
 __all__ = [
     "MAX_RUNS",
@@ -110,6 +111,7 @@ class Experiment:
     order: Order
     baseline: str
     fail_if: tuple[str, ...]
+    study: str | None = None  # the analysis run on the finished experiment (ramplab.study)
 
     @property
     def runs(self) -> int:
@@ -338,6 +340,12 @@ def parse_experiment(
         names = ", ".join(v.name for v in variants[:8])
         raise CampaignError("baseline", f"{baseline!r} is not a variant (variants: {names})")
     _check_conditions(fail_if)
+    study = data.get("study")
+    if study is not None:
+        try:
+            check_study(study)
+        except UsageError as exc:
+            raise CampaignError(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
     return Experiment(
         name=variants[0].campaign.name,
         seed=variants[0].campaign.seed,
@@ -346,6 +354,7 @@ def parse_experiment(
         order=order,
         baseline=baseline,
         fail_if=tuple(fail_if),
+        study=study,
     )
 
 

@@ -25,6 +25,8 @@ from ramplab.results.outcome import exit_code
 from ramplab.results.report import write_report
 from ramplab.results.slo import Gate, evaluate_gates
 from ramplab.stack.rebuild import load_summary
+from ramplab.study.registry import analyse
+from ramplab.study.result import StudyResult
 
 __all__ = ["compare_experiment", "report_experiment"]
 
@@ -49,6 +51,27 @@ def compare_experiment(directory: Path, manifest: Manifest, console: Console) ->
     json_path, _ = write_comparison(comparison, directory)
     console.print(f"comparison: {json_path} (and .md)", highlight=False)
     return comparison
+
+
+def study_experiment(directory: Path, manifest: Manifest, console: Console) -> StudyResult | None:
+    """The campaign's study analysis on the finished runs (``study.json``/``.md``); ``None``
+    when the campaign names none. A failing analysis is reported, never fatal: the runs and the
+    comparison stand on their own."""
+    if manifest.study is None:
+        return None
+    try:
+        result = analyse(manifest.study, directory, manifest)
+    except Exception as exc:  # an analysis bug must not cost the experiment its report
+        console.print(f"[red]study {manifest.study}: analysis failed: {exc!r}[/]", highlight=False)
+        return None
+    path = result.write(directory)
+    console.print(f"[bold]{result.title}[/]", highlight=False)
+    for sentence in result.conclusions:
+        console.print(f"  • {sentence}", highlight=False)
+    for note in result.notes:
+        console.print(f"  [yellow]note:[/] {note}", highlight=False)
+    console.print(f"study: {path} (and study.md)", highlight=False)
+    return result
 
 
 def report_experiment(directory: Path, gates: Sequence[Gate], console: Console) -> ExitCode:
@@ -80,6 +103,8 @@ def report_experiment(directory: Path, gates: Sequence[Gate], console: Console) 
         out = write_report(run_dir, summary, verdicts)
         console.print(f"  {entry.dir}: {entry.status}, report {out}", highlight=False)
     comparison = compare_experiment(directory, manifest, console)
+    if comparison is not None:
+        study_experiment(directory, manifest, console)
     if worst == ExitCode.OK and comparison is not None:
         return comparison.exit_code
     return worst

@@ -28,7 +28,7 @@ from ramplab.exitcodes import ExitCode
 from ramplab.experiment.manifest import Manifest, RunEntry, VariantEntry, now, status_of
 from ramplab.experiment.matrix import Experiment, Variant
 from ramplab.experiment.order import PlannedRun, plan_runs
-from ramplab.experiment.report import compare_experiment
+from ramplab.experiment.report import compare_experiment, study_experiment
 from ramplab.stack.campaign import NAME_RULE, Campaign, is_valid_name, parse_campaign
 from ramplab.stack.rebuild import CAMPAIGN_FILE
 from ramplab.stack.run import RunRequest, execute
@@ -79,6 +79,7 @@ def _manifest(experiment: Experiment, plan: list[PlannedRun], template: RunReque
         order=experiment.order,
         baseline=experiment.baseline,
         fail_if=list(experiment.fail_if),
+        study=experiment.study,
         variants=[VariantEntry(v.name, v.slug, v.overrides_dict()) for v in experiment.variants],
         runs=[RunEntry(p.index, p.variant, p.repeat, p.seed, p.dir) for p in plan],
         command=" ".join(template.argv) if template.argv else None,
@@ -157,6 +158,7 @@ def run_experiment(
         comparison = compare_experiment(directory, manifest, console)
         if comparison is not None:
             verdict = comparison.exit_code
+            study_experiment(directory, manifest, console)
     except UsageError as exc:
         console.print(f"[red]no comparison: {exc}[/]", highlight=False)
         verdict = ExitCode.USAGE

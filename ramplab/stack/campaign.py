@@ -56,7 +56,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 NAME_RULE = "letters, digits, '.', '_' and '-' only (it names the results dir)"
 # Top-level keys of an experiment (``ramplab.experiment.matrix``): a campaign with any of them is
 # expanded into variants, each of which is a plain campaign without them.
-EXPERIMENT_KEYS = ("matrix", "variants", "repeat", "order", "baseline", "fail_if")
+EXPERIMENT_KEYS = ("matrix", "variants", "repeat", "order", "baseline", "fail_if", "study")
 
 
 def is_valid_name(value: str) -> bool:

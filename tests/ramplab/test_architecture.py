@@ -14,9 +14,11 @@ Allowed dependency direction — an arrow means "may import"::
 - only ``ramplab/plugin`` imports ``locust`` or ``gevent``; ``import ramplab`` and the CLI load
   neither (importing Locust monkey-patches the whole process);
 - ``ramplab`` never imports ``target_service`` and ``target_service`` never imports ``ramplab``;
-- measure, load, retry, results, metrics and options never import plugin, stack or experiment;
-- stack and experiment never import plugin (``experiment`` is the CLI's: variants, comparison
-  and search run campaigns through ``stack.run``, and ``stack.cli`` offers them as commands);
+- measure, load, retry, results, metrics and options never import plugin, stack, experiment
+  or study;
+- stack, experiment and study never import plugin (``experiment`` is the CLI's: variants,
+  comparison and search run campaigns through ``stack.run``, and ``stack.cli`` offers them as
+  commands; ``study`` analyses an experiment's runs);
 - no import cycle between ramplab's modules (module-level imports);
 - every exception ramplab defines joins the tree in ``ramplab.errors``, except control-flow
   signals, which are private (a leading underscore) to the module that raises them.
@@ -49,7 +51,7 @@ PACKAGE = REPO / "ramplab"
 TARGET = REPO / "target_service"
 LOCUST_WORLD = ("locust", "gevent")
 LOWER = ("measure", "load", "retry", "results", "metrics", "options")
-UPPER = ("plugin", "stack", "experiment")
+UPPER = ("plugin", "stack", "experiment", "study")
 # Edges that break a rule above, each with its reason; the last test fails once one is gone, so
 # that the exception is removed with the violation.
 KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {}
@@ -200,7 +202,7 @@ def test_the_cli_never_imports_the_plugin(ramplab_imports: list[Import]) -> None
     found = [
         i
         for i in ramplab_imports
-        if (is_under(i.module, "ramplab.stack") or is_under(i.module, "ramplab.experiment"))
+        if any(is_under(i.module, f"ramplab.{side}") for side in ("stack", "experiment", "study"))
         and is_under(i.target, "ramplab.plugin")
     ]
     assert not found, violations(found, "stack never imports plugin")
