@@ -114,7 +114,10 @@ def test_the_comparison_shows_the_difference(interrupted: tuple[int, str, Path])
     slow = point["variants"]["itl_ms=20"]
     # The target paces tokens 2 ms vs 20 ms apart: a tenfold ITL, whatever the machine's noise.
     assert slow["itl_ms.p50"]["mean"] > 5 * fast
-    assert slow["itl_ms.p50"]["delta"]["relative"] > 4
+    # The delta in ms, not relative: on a loaded machine the 2 ms variant's median gap can read 0
+    # (the target, starved of CPU, flushes several events into one packet), and a relative delta
+    # against 0 is undefined.
+    assert slow["itl_ms.p50"]["delta"]["absolute"] > 10
     assert slow["ttlt_ms.p50"]["mean"] > slow["ttft_ms.p50"]["mean"] + 7 * 15
 
 

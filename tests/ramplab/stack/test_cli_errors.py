@@ -33,7 +33,7 @@ def campaign_file(tmp_path: Path, text: str) -> Path:
         ("shape: '1@2s'\nworkload: {prompts_file: nope.jsonl}\n", "workload.prompts_file"),
         ("shape: '1@2s'\nworkload: {auth: {mode: jwt, client_secret: s}}\n",
          "workload.auth.client_id"),
-        ("shape: '1@2s'\ngates: ['ttft_ms.p999 < 800']\n", "gates[0]"),
+        ("shape: '1@2s'\ngates: ['ttft_ms.p9999 < 800']\n", "gates[0]"),
         ("shape: '1@2s'\ngates: ['requests > 1', 'steps[1].achieved_qps > 1']\n", "gates[1]"),
     ],
 )  # fmt: skip
