@@ -28,10 +28,13 @@ def shared_target() -> Iterator[SharedTarget]:
         yield SharedTarget(target)
 
 
-# Tests that assert on measured time (pacing, sleeps, lock waits, drift): one xdist group, so
-# under `-n` they run one after another on one worker instead of side by side.
+# Tests that assert on measured time (pacing, sleeps, lock waits, drift, scheduler waits): marked
+# `timing`. `make test` runs them after the rest, in one process on a machine the suite no longer
+# loads: side by side with the parallel end-to-end runs, two cores were too busy for them.
 TIMING = (
     "tests/target/test_pacing.py",
+    "tests/target/test_clock.py",
+    "tests/target/test_scheduler.py::test_static_batches_make_short_requests_wait_behind_long_ones",
     "tests/target/test_signing.py::test_lock_wait_grows_with_concurrency",
     "tests/ramplab/load/test_pacer.py::test_real_gevent_pacer",
     "tests/ramplab/measure/test_accuracy.py",
@@ -39,8 +42,7 @@ TIMING = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist turns the marker into the item's group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid.startswith(TIMING):
-            item.add_marker(pytest.mark.xdist_group("timing"))
+            item.add_marker(pytest.mark.timing)
