@@ -223,33 +223,47 @@ def _has_server(d: StepDigest) -> bool:
 
 
 def server_queueing(ev: Evidence, th: Thresholds) -> Recommendation | None:
-    """TTFT's tail grows between steps while the generator delivered the offered rate."""
+    """TTFT's tail, measured from the send (the generator's own lateness left out), grows
+    between steps while the generator delivered the offered rate. The server's queue phase,
+    when reported, decides what the sentence may blame: growth its queue does not explain is
+    not called queueing at the server."""
     steps = sorted(
         (s for s in ev.summary.steps
-         if _kept_up(s, th) and s.ttft_ms.p99 and s.ttft_ms.count >= th.min_requests),
+         if _kept_up(s, th) and s.ttft_send_ms.p99 and s.ttft_send_ms.count >= th.min_requests),
         key=lambda s: offered_load(s)[0],
     )  # fmt: skip
     # The knee: the first step whose TTFT p99 reached ``queueing_growth`` × the lowest step's.
     if len(steps) < 2:
         return None
     low = steps[0]
-    base = low.ttft_ms.p99 or 0.0
-    high = next((s for s in steps[1:] if (s.ttft_ms.p99 or 0.0) >= th.queueing_growth * base), None)
+    base = low.ttft_send_ms.p99 or 0.0
+    high = next(
+        (s for s in steps[1:] if (s.ttft_send_ms.p99 or 0.0) >= th.queueing_growth * base), None
+    )
     if high is None or base <= 0:
         return None
-    growth = (high.ttft_ms.p99 or 0.0) / base
-    queue = ""
+    top = high.ttft_send_ms.p99 or 0.0
+    growth = top / base
+    head = (
+        f"TTFT p99 (from the send) grows {growth:.1f}× from {_load(low)} ({base:.0f} ms) to "
+        f"{_load(high)} ({top:.0f} ms) while achieved = offered (≥ {_pct(th.achieved_share)}; "
+        f"threshold {th.queueing_growth:g}×)"
+    )
+    blame = "requests queue at the server; its capacity is near the lower rate (add capacity, " \
+        "or cap concurrency)"  # fmt: skip
     lo_d, hi_d = ev.records_of(low), ev.records_of(high)
     if lo_d is not None and hi_d is not None and _has_server(lo_d) and _has_server(hi_d):
         q_lo, q_hi = (float(np.percentile(d.column("queue"), 99)) for d in (lo_d, hi_d))
-        queue = f"; the server's own queue p99 went {q_lo:.1f} → {q_hi:.1f} ms"
+        head += f"; the server's own queue p99 went {q_lo:.1f} → {q_hi:.1f} ms"
+        if q_hi - q_lo < 0.5 * (top - base):
+            blame = (
+                "the server's queue explains less than half of it, so the time goes elsewhere "
+                "(prefill, the network, or the generator's own receive path when its CPU is "
+                "busy): read the phase breakdown before adding capacity"
+            )
     return Recommendation(
-        "server_queueing", "act",
-        f"TTFT p99 grows {growth:.1f}× from {_load(low)} ({low.ttft_ms.p99:.0f} ms) to "
-        f"{_load(high)} ({high.ttft_ms.p99:.0f} ms) while achieved = offered (≥ "
-        f"{_pct(th.achieved_share)}; threshold {th.queueing_growth:g}×){queue}: requests queue "
-        "at the server; its capacity is near the lower rate (add capacity, or cap concurrency)",
-        "ttft_ms.p99 growth between steps", growth, th.queueing_growth,
+        "server_queueing", "act", f"{head}: {blame}",
+        "ttft_send_ms.p99 growth between steps", growth, th.queueing_growth,
         (low.index, high.index),
     )  # fmt: skip
 

@@ -129,10 +129,21 @@ def test_server_queueing_needs_growth_while_the_offered_rate_was_achieved() -> N
     got = fire(rules.server_queueing, run)
     assert got is not None
     assert got.message.startswith(
-        "TTFT p99 grows 3.2× from 2 QPS (30 ms) to 8 QPS (95 ms) while achieved = offered"
+        "TTFT p99 (from the send) grows 3.2× from 2 QPS (29 ms) to 8 QPS (94 ms) while "
+        "achieved = offered"
     )
     assert "threshold 2×" in got.message
-    assert "queue p99 went 0.5 → 60.0 ms" in got.message
+    assert "queue p99 went 0.5 → 60.0 ms: requests queue at the server" in got.message
+    # Regression (make demo): TTFT grew while the server's queue stayed flat; the rule blamed
+    # the server's queue anyway, against its own figure.
+    flat = Run((2, 8), [full(2, 0), full(8, 1, ttft_ms=95.0, ttlt_ms=165.0)])
+    got = fire(rules.server_queueing, flat)
+    assert got is not None
+    assert "queue p99 went 0.5 → 0.5 ms: the server's queue explains less than half" in got.message
+    assert "requests queue at the server" not in got.message
+    # Growth that is only the generator's lateness (TTFT from the send stays flat) is not queueing.
+    late = Run((2, 8), [full(2, 0), full(8, 1, ttft_ms=95.0, lateness_ms=66.0)])
+    assert fire(rules.server_queueing, late) is None
     # The same growth when the generator did not deliver the rate is not the server's queue.
     short = Run((2, 8), [full(2, 0), full(8, 1, ttft_ms=95.0)[:40]])
     assert fire(rules.server_queueing, short) is None
