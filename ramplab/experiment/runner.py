@@ -4,7 +4,8 @@
 (``experiment.json``, rewritten after every change) and one ordinary run directory per run
 (``01-locked-r1/``, made by ``ramplab.stack.run.execute`` exactly as ``ramplab run`` makes one,
 with the variant's own complete campaign in its ``campaign.yaml``), then ``comparison.json``
-and ``comparison.md``.
+and ``comparison.md``, the study when the campaign names one, and the experiment's own
+``report.md`` and ``report.html`` (``report.conclude``).
 
 A failed run (exit 4) is recorded and the experiment goes on — its variant is compared on the
 runs that finished; bad input found only at run time (exit 2) stops it, since later runs would
@@ -28,7 +29,7 @@ from ramplab.exitcodes import ExitCode
 from ramplab.experiment.manifest import Manifest, RunEntry, VariantEntry, now, status_of
 from ramplab.experiment.matrix import Experiment, Variant
 from ramplab.experiment.order import PlannedRun, plan_runs
-from ramplab.experiment.report import compare_experiment, study_experiment
+from ramplab.experiment.report import conclude
 from ramplab.stack.campaign import NAME_RULE, Campaign, is_valid_name, parse_campaign
 from ramplab.stack.rebuild import CAMPAIGN_FILE
 from ramplab.stack.run import RunRequest, execute
@@ -155,10 +156,9 @@ def run_experiment(
     manifest.write(directory)
     verdict = ExitCode.OK
     try:
-        comparison = compare_experiment(directory, manifest, console)
+        comparison = conclude(directory, manifest, console)
         if comparison is not None:
             verdict = comparison.exit_code
-            study_experiment(directory, manifest, console)
     except UsageError as exc:
         console.print(f"[red]no comparison: {exc}[/]", highlight=False)
         verdict = ExitCode.USAGE
