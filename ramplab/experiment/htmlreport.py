@@ -21,6 +21,7 @@ from ramplab.experiment.mdreport import PHASES_INTRO
 from ramplab.experiment.overview import (
     Overview,
     facts,
+    nothing_compared,
     order_table,
     phases_side_by_side,
     variants_table,
@@ -165,7 +166,7 @@ def render_html(overview: Overview, notes: Sequence[str] = ()) -> str:
             extra = drawn
     after: list[str] = []
     if overview.comparison is None:
-        sections.append("<p>No run finished: nothing to compare or recommend.</p>")
+        sections.append(f"<p>{_esc(nothing_compared(manifest))}</p>")
     else:
         comparison = overview.comparison
         sections.append(_recommendations(overview))

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from ramplab.experiment.overview import (
     Overview,
     facts,
+    nothing_compared,
     order_table,
     phases_side_by_side,
     variants_table,
@@ -94,7 +95,7 @@ def render_markdown(overview: Overview, notes: Sequence[str] = ()) -> str:
     if overview.study is not None:
         parts += _study(overview.study)
     if overview.comparison is None:
-        parts += ["No run finished: nothing to compare or recommend.", ""]
+        parts += [nothing_compared(manifest), ""]
     else:
         parts += _recommendations(overview)
         parts += _comparison(overview)

@@ -31,6 +31,7 @@ __all__ = [
     "Overview",
     "facts",
     "gather",
+    "nothing_compared",
     "order_table",
     "phases_side_by_side",
     "variants_table",
@@ -108,6 +109,13 @@ def facts(manifest: Manifest) -> list[tuple[str, str]]:
         ("study", manifest.study),
     ]
     return [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in pairs if v is not None]
+
+
+def nothing_compared(manifest: Manifest) -> str:
+    """What the report says in place of the comparison when there is none."""
+    if not manifest.finished_runs():
+        return "No run finished: nothing to compare or recommend."
+    return "No comparison of the finished runs (the notes above say why)."
 
 
 def _override(value: Any) -> str:

@@ -36,6 +36,7 @@ from ramplab.study.registry import analyse
 from ramplab.study.result import StudyResult
 
 __all__ = [
+    "analyse_experiment",
     "compare_experiment",
     "conclude",
     "report_experiment",
@@ -105,6 +106,7 @@ def write_experiment_report(
     manifest: Manifest,
     compared: tuple[Comparison, Advice] | None,
     console: Console,
+    notes: Sequence[str] = (),
 ) -> Path | None:
     """``report.md`` and ``report.html`` of the experiment (each written atomically); returns
     the Markdown file's path, ``None`` when it could not be built — the comparison and the
@@ -112,8 +114,8 @@ def write_experiment_report(
     comparison, advice = compared if compared is not None else (None, {})
     try:
         overview = gather(directory, manifest, comparison, advice)
-        _atomic(directory / REPORT_MD, render_markdown(overview))
-        _atomic(directory / REPORT_HTML, render_html(overview))
+        _atomic(directory / REPORT_MD, render_markdown(overview, notes))
+        _atomic(directory / REPORT_HTML, render_html(overview, notes))
     except (OSError, ValueError, UsageError) as exc:
         console.print(f"[red]experiment report not written: {exc}[/]", highlight=False)
         return None
@@ -121,12 +123,21 @@ def write_experiment_report(
     return directory / REPORT_MD
 
 
-def conclude(directory: Path, manifest: Manifest, console: Console) -> Comparison | None:
-    """What ends an experiment (``ramplab run``) and rebuilds it (``ramplab report``): the
-    comparison, the study, then the experiment's report of them. ``None``: no run finished."""
+def analyse_experiment(
+    directory: Path, manifest: Manifest, console: Console
+) -> tuple[Comparison, Advice] | None:
+    """The comparison (with each variant's recommendations), then the study; ``None``: no run
+    finished. ``ramplab run`` writes the report after it, once the verdict is in the manifest."""
     compared = compare_experiment(directory, manifest, console)
     if compared is not None:
         study_experiment(directory, manifest, console)
+    return compared
+
+
+def conclude(directory: Path, manifest: Manifest, console: Console) -> Comparison | None:
+    """What rebuilds an experiment's conclusions (``ramplab report``): the comparison, the
+    study, then the experiment's report of them. ``None``: no run finished."""
+    compared = analyse_experiment(directory, manifest, console)
     write_experiment_report(directory, manifest, compared, console)
     return None if compared is None else compared[0]
 

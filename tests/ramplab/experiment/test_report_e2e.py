@@ -108,6 +108,7 @@ def test_the_locked_variant_is_told_to_switch_signing_and_off_is_not(experiment:
     off_part = md.split("### mode=off", 1)[1].split("\n## ", 1)[0]
     assert LOCK_RULE.search(locked_part), locked_part
     assert "signing_lock_wait" not in off_part
+    assert "- status: `done`" in md  # written once the experiment's verdict was known
     assert "| mode=locked * | target.settings.signing.mode = locked | 1 of 1 |" in md
     assert "server: signing lock wait" in md  # the phases side by side
 
