@@ -10,8 +10,12 @@ comparison, and the max-rate search under SLO.
     sources.py   run and experiment directories as groups of runs (the one summary reader)
     compare.py   the per-step comparison with its noise: ``comparison.json``'s typed form
     expr.py      ``--fail-if`` conditions
-    render.py    the comparison as a terminal table and ``comparison.md``
-    report.py    ``ramplab report EXPERIMENT_DIR``: every run's report and the comparison
+    render.py    the comparison as a terminal table, ``comparison.md`` and ``comparison.json``
+    recommendations.py  each variant's recommendations: the runs' rules merged over repeats
+    overview.py  what the experiment's report shows, gathered once; its shared tables
+    mdreport.py  the experiment's ``report.md``
+    htmlreport.py  the experiment's ``report.html``: every run overlaid in the report's charts
+    report.py    ``conclude`` (comparison, study, report) and ``ramplab report EXPERIMENT_DIR``
     search.py        the max-rate search under SLO: its settings and the probe sequence
     search_run.py    ``ramplab search``: probes chosen, run, judged, recorded in ``search.json``
     probe.py         one probe: a run at one constant rate against a target that stays up

@@ -4,7 +4,10 @@ One table: a block of rows per step of the x-axis (then one for the whole run), 
 variant, a column per metric. A baseline cell shows its mean (``±`` half the spread across
 repeats); every other cell adds its change against the baseline in percent — bold and coloured
 (green better, red worse) when it exceeds the noise, dim with ``~`` when it does not, plain when
-the noise is unknown (fewer than two repeats on either side).
+the noise is unknown (fewer than two repeats on either side). Under it, each variant's
+recommendations (``recommendations.py``: the runs' fired rules merged over the repeats), which
+``comparison.json`` also carries per variant. The experiment's whole report (``report.md``,
+``report.html``) reuses these rows (``mdreport.py``, ``htmlreport.py``).
 """
 
 from __future__ import annotations
@@ -13,13 +16,34 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from ramplab.experiment.compare import Cell, Comparison, Metric, Point
+from ramplab.experiment.recommendations import VariantRecommendation, variant_recommendations
 
-__all__ = ["TABLE_METRICS", "comparison_table", "markdown", "print_comparison", "write_comparison"]
+__all__ = [
+    "LEGEND",
+    "TABLE_METRICS",
+    "Advice",
+    "change",
+    "comparison_json",
+    "comparison_table",
+    "condition_lines",
+    "markdown",
+    "markdown_table",
+    "print_comparison",
+    "recommendation_line",
+    "recommendation_lines",
+    "table_metrics",
+    "table_rows",
+    "value_text",
+    "write_comparison",
+]
+
+Advice = dict[str, list[VariantRecommendation]]  # per variant name
 
 TABLE_METRICS = (
     "achieved_qps",
@@ -53,7 +77,8 @@ def _fmt(metric: Metric, value: float | None) -> str:
     return f"{value:.2f}" if metric.unit == "QPS" else f"{value:.4g}"
 
 
-def _value(metric: Metric, cell: Cell) -> str:
+def value_text(metric: Metric, cell: Cell) -> str:
+    """A cell's mean, with ``±`` half the spread when the variant ran more than once."""
     text = _fmt(metric, cell.value.mean)
     spread = cell.value.half_range
     if cell.value.n >= 2 and spread:
@@ -61,7 +86,7 @@ def _value(metric: Metric, cell: Cell) -> str:
     return text
 
 
-def _change(metric: Metric, cell: Cell) -> tuple[str, str]:
+def change(metric: Metric, cell: Cell) -> tuple[str, str]:
     """(change text, mark): mark is '!' beyond the noise, '~' within it, '' noise unknown."""
     delta = cell.delta
     if delta is None or delta.absolute is None:
@@ -75,23 +100,23 @@ def _change(metric: Metric, cell: Cell) -> tuple[str, str]:
 
 
 def _rich_change(metric: Metric, cell: Cell) -> str:
-    change, mark = _change(metric, cell)
+    text, mark = change(metric, cell)
     if mark == "~":
-        return f"[dim]~{change}[/]"
+        return f"[dim]~{text}[/]"
     if mark == "":
-        return change
+        return text
     assert cell.delta is not None
     assert cell.delta.absolute is not None
     worse = (cell.delta.absolute > 0) == (metric.better == "lower")
-    return f"[bold {'red' if worse else 'green'}]{change}![/]"
+    return f"[bold {'red' if worse else 'green'}]{text}![/]"
 
 
 def _md_change(metric: Metric, cell: Cell) -> str:
-    change, mark = _change(metric, cell)
-    return f"**{change}!**" if mark == "!" else f"{'~' if mark == '~' else ''}{change}"
+    text, mark = change(metric, cell)
+    return f"**{text}!**" if mark == "!" else f"{'~' if mark == '~' else ''}{text}"
 
 
-def _metrics(comparison: Comparison, keys: Sequence[str]) -> list[Metric]:
+def table_metrics(comparison: Comparison, keys: Sequence[str] = TABLE_METRICS) -> list[Metric]:
     by_key = {m.key: m for m in comparison.metrics}
     return [by_key[k] for k in keys if k in by_key]
 
@@ -100,10 +125,14 @@ def _x_label(comparison: Comparison) -> str:
     return "users" if comparison.x_axis == "target_users" else "offered QPS"
 
 
-def _rows(
-    comparison: Comparison, metrics: Sequence[Metric], change: Callable[[Metric, Cell], str]
+def table_rows(
+    comparison: Comparison,
+    metrics: Sequence[Metric],
+    change: Callable[[Metric, Cell], str],
+    value: Callable[[Metric, Cell], str] = value_text,
 ) -> list[list[str]]:
-    """Per point: a row of values per variant, and under each non-baseline one its changes."""
+    """Per point: a row of values per variant, and under each non-baseline one its changes
+    (``change`` and ``value`` format the cells: terminal, Markdown or HTML)."""
     rows = []
     points: list[tuple[str, Point]] = [
         (f"{p.x:g}" if p.x is not None else "?", p) for p in comparison.steps
@@ -117,7 +146,7 @@ def _rows(
                 continue  # this variant has no such step
             star = " *" if group.name == comparison.baseline else ""
             rows.append([label if first else "", f"{group.name}{star}", str(len(group.runs)),
-                         *(_value(m, cells[m.key]) for m in metrics)])  # fmt: skip
+                         *(value(m, cells[m.key]) for m in metrics)])  # fmt: skip
             first = False
             if group.name != comparison.baseline:
                 rows.append(["", "  Δ vs *", "", *(change(m, cells[m.key]) for m in metrics)])
@@ -125,7 +154,7 @@ def _rows(
 
 
 def comparison_table(comparison: Comparison, keys: Sequence[str] = TABLE_METRICS) -> Table:
-    metrics = _metrics(comparison, keys)
+    metrics = table_metrics(comparison, keys)
     table = Table(
         title=f"comparison (baseline *: {comparison.baseline})",
         title_justify="left",
@@ -138,7 +167,7 @@ def comparison_table(comparison: Comparison, keys: Sequence[str] = TABLE_METRICS
     for m in metrics:
         table.add_column(m.label, justify="right")
     previous = None
-    for row in _rows(comparison, metrics, _rich_change):
+    for row in table_rows(comparison, metrics, _rich_change):
         if row[0] and previous is not None:
             table.add_section()
         previous = row
@@ -146,7 +175,7 @@ def comparison_table(comparison: Comparison, keys: Sequence[str] = TABLE_METRICS
     return table
 
 
-def _conditions_lines(comparison: Comparison) -> list[str]:
+def condition_lines(comparison: Comparison) -> list[str]:
     lines = []
     for c in comparison.conditions:
         verdict = "HOLDS" if c.holds else "does not hold"
@@ -160,32 +189,85 @@ def _conditions_lines(comparison: Comparison) -> list[str]:
     return lines
 
 
+def recommendation_line(r: VariantRecommendation, code: Callable[[str], str] = str) -> str:
+    """``severity — sentence (rule; in k of n repeats: …; figure range)``; ``code`` formats the
+    rule's name (Markdown backticks, HTML ``<code>``)."""
+    extra = "; ".join(x for x in (r.where, r.spread) if x)
+    return f"{r.severity} — {r.message} ({code(r.rule)}{'; ' + extra if extra else ''})"
+
+
+def recommendation_lines(advice: Advice, code: Callable[[str], str] = str) -> list[str]:
+    """Per variant a line ``name:``, then ``- `` and its recommendations (or that none fired)."""
+    lines: list[str] = []
+    for name, items in advice.items():
+        lines.append(f"{name}:")
+        lines += [f"- {recommendation_line(r, code)}" for r in items] or ["- no rule fired"]
+    return lines
+
+
 def print_comparison(
-    comparison: Comparison, console: Console, keys: Sequence[str] = TABLE_METRICS
+    comparison: Comparison,
+    console: Console,
+    keys: Sequence[str] = TABLE_METRICS,
+    advice: Advice | None = None,
 ) -> None:
+    """The notes, the table, the conditions, then (``advice``) what each variant's rules say
+    to do or distrust — the notes (context) are left to the reports."""
     for note in comparison.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
     console.print(comparison_table(comparison, keys))
-    for line in _conditions_lines(comparison):
+    for line in condition_lines(comparison):
         style = "red" if line.startswith("fail-if") and "HOLDS" in line else ""
         console.print(f"[{style}]{line}[/]" if style else line, highlight=False)
+    if advice:
+        shown = {k: [r for r in v if r.severity != "note"] for k, v in advice.items()}
+        if any(shown.values()):
+            console.print("[bold]recommendations[/] (all of them: report.md)")
+            for line in recommendation_lines({k: v for k, v in shown.items() if v}):
+                console.print(f"  {line}", highlight=False)
 
 
-def markdown(comparison: Comparison, keys: Sequence[str] = TABLE_METRICS) -> str:
-    metrics = _metrics(comparison, keys)
+def markdown_table(comparison: Comparison, keys: Sequence[str] = TABLE_METRICS) -> list[str]:
+    """The comparison table's Markdown lines (header, rule, rows)."""
+    metrics = table_metrics(comparison, keys)
     headers = [_x_label(comparison), "variant", "runs", *(m.label for m in metrics)]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(comparison, metrics, _md_change)]
+    return lines
+
+
+def markdown(
+    comparison: Comparison, keys: Sequence[str] = TABLE_METRICS, advice: Advice | None = None
+) -> str:
     lines = [f"# Comparison (baseline: {comparison.baseline})", ""]
     lines += [f"- {n}" for n in comparison.notes]
-    lines += ["", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(row) + " |" for row in _rows(comparison, metrics, _md_change)]
-    lines += ["", LEGEND, ""]
+    lines += ["", *markdown_table(comparison, keys), "", LEGEND, ""]
     lines += ["## Variants", ""]
     for group in comparison.groups:
         lines.append(f"- **{group.name}**: " + ", ".join(str(r.path) for r in group.runs))
     if comparison.conditions:
         lines += ["", "## Conditions", ""]
-        lines += [f"    {line}" for line in _conditions_lines(comparison)]
+        lines += [f"    {line}" for line in condition_lines(comparison)]
+    if advice is not None:
+        lines += ["", "## Recommendations", ""]
+        for name, items in advice.items():
+            lines += [f"**{name}**", ""]
+            lines += [f"- {recommendation_line(r, _md_code)}" for r in items] or ["- no rule fired"]
+            lines.append("")
     return "\n".join(lines).replace("\n\n\n", "\n\n") + "\n"
+
+
+def _md_code(text: str) -> str:
+    return f"`{text}`"
+
+
+def comparison_json(comparison: Comparison, advice: Advice) -> dict[str, Any]:
+    """``comparison.json``: ``Comparison.to_json()``, each variant with its ``recommendations``
+    (``VariantRecommendation.to_json()``)."""
+    data = comparison.to_json()
+    for variant in data["variants"]:
+        variant["recommendations"] = [r.to_json() for r in advice.get(variant["name"], [])]
+    return data
 
 
 def _atomic(path: Path, text: str) -> None:
@@ -194,9 +276,14 @@ def _atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_comparison(comparison: Comparison, directory: Path) -> tuple[Path, Path]:
-    """``comparison.json`` and ``comparison.md`` in ``directory``; returns their paths."""
+def write_comparison(
+    comparison: Comparison, directory: Path, advice: Advice | None = None
+) -> tuple[Path, Path]:
+    """``comparison.json`` and ``comparison.md`` in ``directory``; returns their paths.
+    ``advice``: the variants' recommendations, read from their runs when not given."""
+    if advice is None:
+        advice = variant_recommendations(comparison.groups)
     json_path, md_path = directory / JSON_FILE, directory / MD_FILE
-    _atomic(json_path, json.dumps(comparison.to_json(), indent=2) + "\n")
-    _atomic(md_path, markdown(comparison))
+    _atomic(json_path, json.dumps(comparison_json(comparison, advice), indent=2) + "\n")
+    _atomic(md_path, markdown(comparison, advice=advice))
     return json_path, md_path

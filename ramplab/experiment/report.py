@@ -1,14 +1,17 @@
 """An experiment directory's reports, rebuilt from what exists.
 
 ``ramplab report EXPERIMENT_DIR`` rebuilds every run's ``report.md``/``report.html`` (its
-``summary.json`` first, from ``requests.jsonl``, when the run was killed before writing one) and
-the comparison of the finished runs with the campaign's baseline and ``fail_if`` conditions —
-the same files ``ramplab run`` writes at the end, so an interrupted or killed experiment gets
-them too.
+``summary.json`` first, from ``requests.jsonl``, when the run was killed before writing one),
+then ``conclude``: the comparison of the finished runs with the campaign's baseline and
+``fail_if`` conditions and each variant's recommendations (``comparison.json``/``.md``), the
+study when the campaign names one (``study.json``/``.md``), and the experiment's own report
+(``report.md``, ``report.html``: ``overview``, ``mdreport``, ``htmlreport``) — the same files
+``ramplab run`` writes at the end, so an interrupted or killed experiment gets them too.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,8 +21,12 @@ from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.experiment.compare import Comparison, compare
 from ramplab.experiment.expr import parse_conditions
+from ramplab.experiment.htmlreport import render_html
 from ramplab.experiment.manifest import Manifest
-from ramplab.experiment.render import print_comparison, write_comparison
+from ramplab.experiment.mdreport import render_markdown
+from ramplab.experiment.overview import gather
+from ramplab.experiment.recommendations import variant_recommendations
+from ramplab.experiment.render import Advice, print_comparison, write_comparison
 from ramplab.experiment.sources import expand
 from ramplab.results.outcome import exit_code
 from ramplab.results.report import write_report
@@ -28,12 +35,25 @@ from ramplab.stack.rebuild import load_summary
 from ramplab.study.registry import analyse
 from ramplab.study.result import StudyResult
 
-__all__ = ["compare_experiment", "report_experiment"]
+__all__ = [
+    "analyse_experiment",
+    "compare_experiment",
+    "conclude",
+    "report_experiment",
+    "study_experiment",
+    "write_experiment_report",
+]
+
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
 
 
-def compare_experiment(directory: Path, manifest: Manifest, console: Console) -> Comparison | None:
-    """Compare the finished runs with the manifest's baseline and conditions; print it and write
-    ``comparison.json``/``.md``. ``None`` when no run finished."""
+def compare_experiment(
+    directory: Path, manifest: Manifest, console: Console
+) -> tuple[Comparison, Advice] | None:
+    """Compare the finished runs with the manifest's baseline and conditions, with each
+    variant's recommendations; print it and write ``comparison.json``/``.md``. ``None`` when no
+    run finished."""
     notes: list[str] = []
     groups = expand([directory], notes)
     if not groups:
@@ -47,10 +67,11 @@ def compare_experiment(directory: Path, manifest: Manifest, console: Console) ->
         baseline = groups[0].name
     conditions = parse_conditions(manifest.fail_if, field="fail_if")
     comparison = compare(groups, baseline, conditions, field="fail_if", notes=notes)
-    print_comparison(comparison, console)
-    json_path, _ = write_comparison(comparison, directory)
+    advice = variant_recommendations(comparison.groups)
+    print_comparison(comparison, console, advice=advice)
+    json_path, _ = write_comparison(comparison, directory, advice)
     console.print(f"comparison: {json_path} (and .md)", highlight=False)
-    return comparison
+    return comparison, advice
 
 
 def study_experiment(directory: Path, manifest: Manifest, console: Console) -> StudyResult | None:
@@ -74,8 +95,55 @@ def study_experiment(directory: Path, manifest: Manifest, console: Console) -> S
     return result
 
 
+def _atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_experiment_report(
+    directory: Path,
+    manifest: Manifest,
+    compared: tuple[Comparison, Advice] | None,
+    console: Console,
+    notes: Sequence[str] = (),
+) -> Path | None:
+    """``report.md`` and ``report.html`` of the experiment (each written atomically); returns
+    the Markdown file's path, ``None`` when it could not be built — the comparison and the
+    runs' own reports stand without it, so a failure is reported, never fatal."""
+    comparison, advice = compared if compared is not None else (None, {})
+    try:
+        overview = gather(directory, manifest, comparison, advice)
+        _atomic(directory / REPORT_MD, render_markdown(overview, notes))
+        _atomic(directory / REPORT_HTML, render_html(overview, notes))
+    except (OSError, ValueError, UsageError) as exc:
+        console.print(f"[red]experiment report not written: {exc}[/]", highlight=False)
+        return None
+    console.print(f"report: {directory / REPORT_MD} (and {REPORT_HTML})", highlight=False)
+    return directory / REPORT_MD
+
+
+def analyse_experiment(
+    directory: Path, manifest: Manifest, console: Console
+) -> tuple[Comparison, Advice] | None:
+    """The comparison (with each variant's recommendations), then the study; ``None``: no run
+    finished. ``ramplab run`` writes the report after it, once the verdict is in the manifest."""
+    compared = compare_experiment(directory, manifest, console)
+    if compared is not None:
+        study_experiment(directory, manifest, console)
+    return compared
+
+
+def conclude(directory: Path, manifest: Manifest, console: Console) -> Comparison | None:
+    """What rebuilds an experiment's conclusions (``ramplab report``): the comparison, the
+    study, then the experiment's report of them. ``None``: no run finished."""
+    compared = analyse_experiment(directory, manifest, console)
+    write_experiment_report(directory, manifest, compared, console)
+    return None if compared is None else compared[0]
+
+
 def report_experiment(directory: Path, gates: Sequence[Gate], console: Console) -> ExitCode:
-    """Every run's report, then the comparison; exit 3 when a gate or condition holds."""
+    """Every run's report, then ``conclude``; exit 3 when a gate or condition holds."""
     manifest = Manifest.read(directory)
     console.print(
         f"experiment {manifest.name}: {len(manifest.runs)} runs, status {manifest.status}",
@@ -102,9 +170,7 @@ def report_experiment(directory: Path, gates: Sequence[Gate], console: Console) 
                 worst = code
         out = write_report(run_dir, summary, verdicts)
         console.print(f"  {entry.dir}: {entry.status}, report {out}", highlight=False)
-    comparison = compare_experiment(directory, manifest, console)
-    if comparison is not None:
-        study_experiment(directory, manifest, console)
+    comparison = conclude(directory, manifest, console)
     if worst == ExitCode.OK and comparison is not None:
         return comparison.exit_code
     return worst

@@ -4,7 +4,8 @@
 (``experiment.json``, rewritten after every change) and one ordinary run directory per run
 (``01-locked-r1/``, made by ``ramplab.stack.run.execute`` exactly as ``ramplab run`` makes one,
 with the variant's own complete campaign in its ``campaign.yaml``), then ``comparison.json``
-and ``comparison.md``.
+and ``comparison.md``, the study when the campaign names one, and the experiment's own
+``report.md`` and ``report.html``, written once the experiment's verdict is known.
 
 A failed run (exit 4) is recorded and the experiment goes on — its variant is compared on the
 runs that finished; bad input found only at run time (exit 2) stops it, since later runs would
@@ -28,7 +29,7 @@ from ramplab.exitcodes import ExitCode
 from ramplab.experiment.manifest import Manifest, RunEntry, VariantEntry, now, status_of
 from ramplab.experiment.matrix import Experiment, Variant
 from ramplab.experiment.order import PlannedRun, plan_runs
-from ramplab.experiment.report import compare_experiment, study_experiment
+from ramplab.experiment.report import analyse_experiment, write_experiment_report
 from ramplab.stack.campaign import NAME_RULE, Campaign, is_valid_name, parse_campaign
 from ramplab.stack.rebuild import CAMPAIGN_FILE
 from ramplab.stack.run import RunRequest, execute
@@ -154,16 +155,19 @@ def run_experiment(
             entry.status = "skipped"
     manifest.write(directory)
     verdict = ExitCode.OK
+    compared = None
+    notes: list[str] = []
+    cut = False  # Ctrl-C during the comparison: the user wants out, the report can wait
     try:
-        comparison = compare_experiment(directory, manifest, console)
-        if comparison is not None:
-            verdict = comparison.exit_code
-            study_experiment(directory, manifest, console)
+        compared = analyse_experiment(directory, manifest, console)
+        if compared is not None:
+            verdict = compared[0].exit_code
     except UsageError as exc:
         console.print(f"[red]no comparison: {exc}[/]", highlight=False)
+        notes.append(f"no comparison: {exc}")
         verdict = ExitCode.USAGE
     except KeyboardInterrupt:
-        stopped = ExitCode.INTERRUPTED
+        stopped, cut = ExitCode.INTERRUPTED, True
     result = stopped if stopped is not None else _verdict(manifest, verdict)
     manifest.status = (
         "interrupted" if result == ExitCode.INTERRUPTED
@@ -171,6 +175,13 @@ def run_experiment(
     )  # fmt: skip
     manifest.exit_code, manifest.finished = int(result), now()
     manifest.write(directory)
+    try:  # after the verdict, so the report states how the experiment ended
+        if not cut:
+            write_experiment_report(directory, manifest, compared, console, notes)
+    except KeyboardInterrupt:
+        cut = True
+    if cut:
+        console.print(f"[yellow]no experiment report: `ramplab report {directory}` writes it[/]")
     console.print(f"experiment: {directory} (exit code {int(result)})")
     return result
 

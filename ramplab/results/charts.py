@@ -36,6 +36,7 @@ from ramplab.results.offered import offered_load
 from ramplab.results.summary import RunSummary, StepStats
 
 __all__ = [
+    "PALETTE",
     "Chart",
     "LabelledRun",
     "charts_html",
@@ -72,16 +73,22 @@ class LabelledRun:
     label: str
     summary: RunSummary
     digest: RunDigest
+    colour: str | None = None  # overlaid runs: this colour instead of the palette's next one
 
     @classmethod
     def load(
-        cls, run_dir: Path, label: str | None = None, summary: RunSummary | None = None
+        cls,
+        run_dir: Path,
+        label: str | None = None,
+        summary: RunSummary | None = None,
+        colour: str | None = None,
     ) -> LabelledRun:
         """From a run directory: ``summary.json`` (or the one given) and one streamed pass over
-        ``requests.jsonl``."""
+        ``requests.jsonl``. ``colour`` lets runs share one (an experiment's repeats of a
+        variant)."""
         if summary is None:
             summary = RunSummary.read(run_dir / "summary.json")
-        return cls(label or run_dir.name, summary, read_digest(run_dir, summary))
+        return cls(label or run_dir.name, summary, read_digest(run_dir, summary), colour)
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,10 @@ class Chart:
 
 def _colour(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
+
+
+def _run_colour(runs: Sequence[LabelledRun], i: int) -> str:
+    return runs[i].colour or _colour(i)
 
 
 def _xs(summary: RunSummary) -> list[float]:
@@ -157,7 +168,7 @@ def _per_step(runs: Sequence[LabelledRun]) -> tuple[bool, Callable[[int, int], s
     several = len(runs) > 1
 
     def colour(run_i: int, series_i: int) -> str:
-        return _colour(run_i if several else series_i)
+        return _run_colour(runs, run_i) if several else _colour(series_i)
 
     return several, colour
 
@@ -308,7 +319,7 @@ def cdf(runs: Sequence[LabelledRun], key: str, field: str, title: str) -> Chart:
     curves: list[tuple[str, Floats, str, str]] = []
     for i, run in enumerate(runs):
         curves.append((run.label if len(runs) > 1 else "all steps", run.digest.pooled(field),
-                       _colour(i), "solid"))  # fmt: skip
+                       _run_colour(runs, i), "solid"))  # fmt: skip
         if len(runs) == 1 and len(run.digest.steps) > 1:
             for j, (step, d) in enumerate(zip(run.summary.steps, run.digest.steps, strict=True)):
                 value, unit = offered_load(step)

@@ -29,6 +29,7 @@ from ramplab.results.offered import offered_load, where
 from ramplab.results.summary import RunSummary, StepStats
 
 __all__ = [
+    "RECOMMENDATIONS_FILE",
     "RULES",
     "Evidence",
     "Recommendation",

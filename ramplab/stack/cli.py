@@ -34,6 +34,7 @@ from ramplab.experiment.expr import parse_conditions
 from ramplab.experiment.manifest import MANIFEST, Manifest
 from ramplab.experiment.matrix import Experiment, load_experiment
 from ramplab.experiment.order import plan_runs
+from ramplab.experiment.recommendations import variant_recommendations
 from ramplab.experiment.render import TABLE_METRICS, print_comparison, write_comparison
 from ramplab.experiment.report import report_experiment
 from ramplab.experiment.runner import run_experiment
@@ -367,9 +368,10 @@ def compare(
     except UsageError as exc:
         raise _usage(exc) from None
     keys = list(metric) if metric else TABLE_METRICS
-    print_comparison(comparison, console, keys)
+    advice = variant_recommendations(comparison.groups)
+    print_comparison(comparison, console, keys, advice)
     if directory is not None:
-        json_path, _ = write_comparison(comparison, directory)
+        json_path, _ = write_comparison(comparison, directory, advice)
         console.print(f"comparison: {json_path} (and .md)", highlight=False)
     raise typer.Exit(int(comparison.exit_code))
 

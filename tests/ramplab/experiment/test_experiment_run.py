@@ -103,6 +103,11 @@ def test_an_interrupted_experiment_keeps_its_finished_runs(
     comparison = json.loads((directory / "comparison.json").read_text())
     assert [v["name"] for v in comparison["variants"]] == ["itl_ms=2", "itl_ms=20"]
     assert any("interrupted" in note for note in comparison["notes"])
+    # The experiment's own report covers what finished and says how the rest ended.
+    report = (directory / "report.md").read_text()
+    assert "- status: `interrupted`" in report
+    assert "| 4 | 04-itl_ms-2-r2 | itl_ms=2 | 2 | 4 | skipped |" in report
+    assert (directory / "report.html").is_file()
 
 
 def test_the_comparison_shows_the_difference(interrupted: tuple[int, str, Path]) -> None:
