@@ -110,7 +110,7 @@ def measure_run(run_dir: Path, summary: Mapping[str, Any]) -> Inputs:
         service_s=float(np.mean(service)) if service else 0.1,
         p_first=first[0] / first[1] if first[1] else None,
         p_retry=retries[0] / retries[1] if retries[1] else None,
-        drain_s=max(0.0, max(caught_last)) if caught_last else None,
+        drain_s=max(0.0, *caught_last) if caught_last else None,
     )
 
 
@@ -206,7 +206,6 @@ def predict(
     if cell.scenario == "outage" and outage:
         window = (float(outage["start_s"]), float(outage["end_s"]))
     if cell.scenario == "shed":
-        n = _attempts_of(config)
         k_wait = int(faults["shed_waiting_above"])
 
         def amplification(q: float) -> float:
@@ -215,7 +214,10 @@ def predict(
 
         p = model.shed_fixed_point(rate, inputs.service_s, slots, k_wait, amplification)
         status = 503
-        shed = f"M/M/{slots}/{slots + k_wait} fixed point p=B(λ·A(p)·s)={p:.3g} (s={inputs.service_s * 1000:.0f} ms)"
+        shed = (
+            f"M/M/{slots}/{slots + k_wait} fixed point p=B(λ·A(p)·s)={p:.3g} "
+            f"(s={inputs.service_s * 1000:.0f} ms)"
+        )
     server = Replay(
         faults=Faults(p, status, float(faults.get("retry_after_s", 1.0)), window),
         ok_ttft_s=inputs.ok_ttft_s,
@@ -239,7 +241,10 @@ def predict(
     if cell.scenario == "shed":
         method = shed + "; " + method
     elif window is not None:
-        method = f"outage {window[1] - window[0]:.3g} s replayed through the policy (Retry-After = time left), fluid queue of {slots} slots"
+        method = (
+            f"outage {window[1] - window[0]:.3g} s replayed through the policy "
+            f"(Retry-After = time left), fluid queue of {slots} slots"
+        )
     good = float(result.good[sel].mean()) if att.size else math.nan
     cell.model = {
         "amplification": amp,

@@ -74,7 +74,7 @@ def budget_cap(
 
 
 def with_cap(p: float, max_attempts: int, cap: float) -> ChainPrediction:
-    """Independent faults, the attempts capped (a budget): ``A = min(A, cap)``, ``S = (1 − p) A``."""
+    """Independent faults, attempts capped by a budget: ``A = min(A, cap)``, ``S = (1 − p) A``."""
     free = independent(p, max_attempts)
     if free.amplification <= cap:
         return free

@@ -7,9 +7,9 @@ builds) on a virtual clock, with a server that is ideal except for the faults th
 names: an attempt fails at once (after ``fail_s``) when it falls in the outage window or loses
 an independent draw of ``p``; otherwise it gets its first token ``ok_ttft_s`` after the send,
 plus the wait of a fluid queue of ``slots`` servers of ``service_s`` each (the retry wave after
-an outage queues there). Arrivals are evenly spaced at each step's rate (``even_arrivals``): the
-model is the expectation of the schedule, not another random sample of it. Jitter is drawn from a seeded
-generator, so the replay is reproducible.
+an outage queues there). Arrivals are evenly spaced at each step's rate (``even_arrivals``):
+the model is the expectation of the schedule, not another random sample of it. Jitter is drawn
+from a seeded generator, so the replay is reproducible.
 
 What is left out, on purpose, is what the measurement adds: Poisson bunching of arrivals, the
 target's real (near-deterministic) service and its shedding, client and network time.
