@@ -198,7 +198,9 @@ def predict(
     stages = _stages(summary)
     arrivals = even_arrivals(stages)
     mask = _measured_mask(summary, arrivals)
-    rate = float(mask.sum()) / measured_s if measured_s > 0 else 0.0
+    # The load the target really got (the Poisson draw's count), so the model's goodput differs
+    # from the measured one by the policy and the server, not by how many arrivals were drawn.
+    rate = requests / measured_s if measured_s > 0 else 0.0
     p = float(faults.get("ratio_429", 0)) + float(faults.get("ratio_503", 0))
     status = 429 if float(faults.get("ratio_429", 0)) >= float(faults.get("ratio_503", 0)) else 503
     window = None
