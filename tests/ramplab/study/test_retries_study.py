@@ -110,8 +110,11 @@ def test_policy_labels(retry: object, label: str) -> None:
     assert policy_label(retry) == label  # type: ignore[arg-type]
 
 
+def faults(**given: float) -> dict[str, object]:
+    return {"target": {"settings": {"faults": given}}}
+
+
 def test_scenarios_are_read_from_the_campaign() -> None:
-    faults = lambda **f: {"target": {"settings": {"faults": f}}}  # noqa: E731
     assert scenario_of({"outage": "3s+2s"}) == "outage"
     assert scenario_of(faults(shed_waiting_above=2)) == "shed"
     assert scenario_of(faults(ratio_429=0.1)) == "random_429"
