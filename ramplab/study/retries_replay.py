@@ -7,12 +7,13 @@ builds) on a virtual clock, with a server that is ideal except for the faults th
 names: an attempt fails at once (after ``fail_s``) when it falls in the outage window or loses
 an independent draw of ``p``; otherwise it gets its first token ``ok_ttft_s`` after the send,
 plus the wait of a fluid queue of ``slots`` servers of ``service_s`` each (the retry wave after
-an outage queues there). Arrivals are evenly spaced at each step's rate (``even_arrivals``):
-the model is the expectation of the schedule, not another random sample of it. Jitter is drawn
-from a seeded generator, so the replay is reproducible.
+an outage queues there). The arrivals are given: the study passes the run's own intended
+starts, so a Poisson draw that bunched arrivals inside the window is not mistaken for the
+policy's doing (``even_arrivals`` spaces them evenly instead). Jitter and the random faults are
+drawn from seeded generators, so the replay is reproducible.
 
-What is left out, on purpose, is what the measurement adds: Poisson bunching of arrivals, the
-target's real (near-deterministic) service and its shedding, client and network time.
+What is left out, on purpose, is what the measurement adds: the target's real
+(near-deterministic) service and its shedding, client and network time.
 """
 
 from __future__ import annotations
