@@ -84,6 +84,7 @@ def _cell(name: str, runs: list[tuple[Path, dict[str, Any]]], notes: list[str]) 
         cell.requests += summary["requests"]
         for key in _MEASURED:
             measured[key].append(summary.get(key))
+        measured["measured_s"].append(summary.get("measured_s"))
         measured["recovery_s"].append((summary.get("outage") or {}).get("recovery_s"))
         measured["p_first"].append(inputs.p_first)
         measured["p_retry"].append(inputs.p_retry)
@@ -123,7 +124,13 @@ def _explain(cell: Cell) -> str:
             parts.append(f"retries refused {retry:.3f}: they land on a still-full queue")
     elif cell.scenario.startswith("random") and first is not None and p is not None:
         parts.append(f"drawn fault ratio {first:.3f} vs configured {p:.3f}")
-    elif cell.scenario == "outage":
+    if (cell.model.get("goodput_ratio_spread") or 0.0) > 0.3 and "throttle" in cell.policy:
+        parts.append(
+            "the seeded replays split (goodput ratio spread "
+            f"{cell.model['goodput_ratio_spread']:.2f}): on a cold window one early refusal "
+            "makes p_reject ½ and every local rejection raises it, so some replays lock out"
+        )
+    if cell.scenario == "outage":
         drain, model_drain = cell.measured.get("drain_s"), cell.model.get("drain_s")
         if drain is not None and model_drain is not None:
             parts.append(
@@ -143,6 +150,14 @@ def _best(cells: list[Cell]) -> dict[str, dict[str, Any]]:
         if not mine:
             continue
         top = max(mine, key=lambda c: c.measured["goodput_qps"] or 0.0)
+        # One request more or less over the measured window: differences below it are noise.
+        step = 1 / (top.measured.get("measured_s") or math.inf)
+        ties = [
+            c.policy
+            for c in mine
+            if c is not top
+            and (c.measured["goodput_qps"] or 0.0) >= top.measured["goodput_qps"] - step
+        ]
         model_top = max(mine, key=lambda c: c.model.get("goodput_qps") or 0.0)
         out[scenario] = {
             "policy": top.policy,
@@ -151,6 +166,8 @@ def _best(cells: list[Cell]) -> dict[str, dict[str, Any]]:
             "model_goodput_qps": top.model.get("goodput_qps"),
             "model_amplification": top.model.get("amplification"),
             "model_best_policy": model_top.policy,
+            "within_one_request": ties,
+            "one_request_qps": step,
         }
     return out
 
@@ -209,8 +226,14 @@ def _conclusions(cells: list[Cell], best: dict[str, dict[str, Any]]) -> list[str
             if b["model_best_policy"] == b["policy"]
             else f"the model would rank {b['model_best_policy']} first"
         )
+        tied = ""
+        if b["within_one_request"]:
+            tied = (
+                f" (within one request, {b['one_request_qps']:.2g} QPS, of it: "
+                f"{', '.join(b['within_one_request'])})"
+            )
         out.append(
-            f"{scenario}: best goodput with {b['policy']}, {b['goodput_qps']:.2f} QPS (goodput_qps "
+            f"{scenario}: best goodput with {b['policy']}{tied}, {b['goodput_qps']:.2f} QPS (goodput_qps "
             f"of summary.json, requests meeting the campaign's SLO per second) at retry "
             f"amplification {b['amplification']:.3f} attempts per request (model "
             f"{_num(b['model_goodput_qps'])} QPS at {_num(b['model_amplification'])})"
@@ -220,7 +243,8 @@ def _conclusions(cells: list[Cell], best: dict[str, dict[str, Any]]) -> list[str
     out.append(
         f"Model fit: in {fit['amplification_within_error']} of {fit['cells']} cells the measured "
         "amplification lies within the model's stated error (3 standard errors of the mean "
-        "attempts per request over the cell's requests); the table explains each cell beyond it."
+        "attempts per request over the cell's requests); the table gives each difference and what "
+        "the run measured that explains it."
     )
     outage = [
         c for c in cells if c.scenario == "outage" and c.measured.get("recovery_s") is not None

@@ -13,8 +13,8 @@ The prediction comes from ``retries_model`` (closed forms) where one exists and 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -30,6 +30,8 @@ __all__ = ["Cell", "Inputs", "measure_run", "policy_label", "predict", "scenario
 
 Z = 3.0  # the model's stated error: 3 standard errors of the mean over the cell's requests
 DEFAULT_SLOTS = 64  # configs/app.toml scheduler.max_num_seqs
+# Replays per cell: the model is their mean (a cold throttle can lock itself out in some).
+REPLAYS = 8
 
 
 def policy_label(retry: Mapping[str, Any] | str | None) -> str:
@@ -163,6 +165,39 @@ def _measured_mask(summary: Mapping[str, Any], t: np.ndarray) -> np.ndarray:
     return mask
 
 
+def _avg(values: Iterable[float | None]) -> float:
+    present = [v for v in values if v is not None and not math.isnan(v)]
+    return sum(present) / len(present) if present else math.nan
+
+
+def _replayed(
+    retry: Any,
+    server: Replay,
+    arrivals: np.ndarray,
+    mask: np.ndarray,
+    window: tuple[float, float] | None,
+    seed: int,
+) -> dict[str, float | None]:
+    """One seeded replay's figures over the measured window."""
+    result = replay(retry, replace(server, seed=seed), arrivals)
+    att = result.attempts[mask].astype(np.float64)
+    if not att.size:
+        return {"amplification": None, "success": None, "attempts_sd": None, "good": None}
+    out: dict[str, float | None] = {
+        "amplification": float(att.mean()),
+        "success": float(result.ok[mask].mean()),
+        "attempts_sd": float(att.std()),
+        "good": float(result.good[mask].mean()),
+    }
+    if window is not None:
+        until = float(result.intended.max())
+        out["recovery_s"] = recovery_s(result.intended, result.good, window[1], until)
+        caught = (result.intended >= window[0]) & (result.intended < window[1])
+        last = result.last_attempt_s[caught] - window[1]
+        out["drain_s"] = float(np.nanmax(np.maximum(last, 0))) if caught.any() else None
+    return out
+
+
 def _attempts_of(config: RetryConfig) -> int:
     return 1 if config.policy == "none" else config.max_attempts
 
@@ -236,13 +271,12 @@ def predict(
         slo_ttft_s=float(slo) / 1000 if slo is not None else None,
         seed=seed,
     )
-    result = replay(retry, server, arrivals)
-    sel = mask
-    att = result.attempts[sel].astype(np.float64)
-    amp = float(att.mean()) if att.size else math.nan
-    success = float(result.ok[sel].mean()) if att.size else math.nan
-    sd = float(att.std()) if att.size else math.nan
-    method = "replay of the policy on a virtual clock"
+    runs = [_replayed(retry, server, arrivals, mask, window, seed + k) for k in range(REPLAYS)]
+    amp = _avg(r["amplification"] for r in runs)
+    success = _avg(r["success"] for r in runs)
+    sd = _avg(r["attempts_sd"] for r in runs)
+    good = _avg(r["good"] for r in runs)
+    method = f"replay of the policy on a virtual clock ({REPLAYS} seeds)"
     closed = None if window is not None else _closed_form(config, p, requests, measured_s)
     if closed is not None:
         pred, method = closed
@@ -252,9 +286,9 @@ def predict(
     elif window is not None:
         method = (
             f"outage {window[1] - window[0]:.3g} s replayed through the policy "
-            f"(Retry-After = time left), fluid queue of {slots} slots"
+            f"(Retry-After = time left; {REPLAYS} seeds), fluid queue of {slots} slots"
         )
-    good = float(result.good[sel].mean()) if att.size else math.nan
+    goods = [g for r in runs if (g := r["good"]) is not None]
     cell.model = {
         "amplification": amp,
         "amplification_error": Z * sd / math.sqrt(requests),
@@ -262,12 +296,13 @@ def predict(
         "success_error": Z * math.sqrt(max(success * (1 - success), 0.0) / requests),
         "goodput_qps": good * rate,
         "goodput_ratio": good,
+        "goodput_ratio_spread": max(goods) - min(goods) if goods else None,
         "fault_ratio": p if window is None else None,
     }
     if window is not None:
-        until = float(result.intended.max()) if result.intended.size else window[1]
-        cell.model["recovery_s"] = recovery_s(result.intended, result.good, window[1], until)
-        caught = (result.intended >= window[0]) & (result.intended < window[1])
-        last = result.last_attempt_s[caught] - window[1]
-        cell.model["drain_s"] = float(np.nanmax(np.maximum(last, 0))) if caught.any() else None
+        recoveries = [r["recovery_s"] for r in runs]
+        found = [r for r in recoveries if r is not None]
+        # Recovered in most replays: their mean; otherwise the model says it does not recover.
+        cell.model["recovery_s"] = _avg(found) if len(found) * 2 > len(runs) else None
+        cell.model["drain_s"] = _avg(r["drain_s"] for r in runs)
     cell.method = method
