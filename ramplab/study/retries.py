@@ -152,11 +152,11 @@ def _best(cells: list[Cell]) -> dict[str, dict[str, Any]]:
         top = max(mine, key=lambda c: c.measured["goodput_qps"] or 0.0)
         # One request more or less over the measured window: differences below it are noise.
         step = 1 / (top.measured.get("measured_s") or math.inf)
+        best = top.measured["goodput_qps"] or 0.0
         ties = [
             c.policy
             for c in mine
-            if c is not top
-            and (c.measured["goodput_qps"] or 0.0) >= top.measured["goodput_qps"] - step
+            if c is not top and (c.measured["goodput_qps"] or 0.0) >= best - step
         ]
         model_top = max(mine, key=lambda c: c.model.get("goodput_qps") or 0.0)
         out[scenario] = {
@@ -233,9 +233,9 @@ def _conclusions(cells: list[Cell], best: dict[str, dict[str, Any]]) -> list[str
                 f"{', '.join(b['within_one_request'])})"
             )
         out.append(
-            f"{scenario}: best goodput with {b['policy']}{tied}, {b['goodput_qps']:.2f} QPS (goodput_qps "
-            f"of summary.json, requests meeting the campaign's SLO per second) at retry "
-            f"amplification {b['amplification']:.3f} attempts per request (model "
+            f"{scenario}: best goodput with {b['policy']}{tied}, {b['goodput_qps']:.2f} QPS "
+            "(goodput_qps of summary.json, requests meeting the campaign's SLO per second) at "
+            f"retry amplification {b['amplification']:.3f} attempts per request (model "
             f"{_num(b['model_goodput_qps'])} QPS at {_num(b['model_amplification'])})"
             f"{base}; {agree}."
         )
