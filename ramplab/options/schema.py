@@ -232,7 +232,7 @@ OPTIONS: tuple[Option, ...] = (
           "gates"),
     _ramp("--ramplab-outage", kinds.OUTAGE, None,
           "START+DURATION: outage on the reference target at run time (needs the admin token)",
-          "outage"),
+          "outage", campaign="outage"),
     _ramp("--ramplab-admin-token", kinds.TEXT, None, "the reference target's admin token",
           "admin_token", secret=True),
     _ramp("--ramplab-drain", _NON_NEGATIVE, 30.0, "max seconds to wait for in-flight",

@@ -169,6 +169,8 @@ class Campaign(_Strict):
     drain_s: float = _default("drain_s")
     retry: dict[str, Any] | str | None = _default("retry")
     slo: dict[str, float] | None = _default("slo")
+    # START+DURATION in run time: an outage window the master sets on the reference target.
+    outage: str | None = _default("outage")
     gates: list[str] = Field(default_factory=list)
     workload: Workload = Workload()
     stack: StackSettings = StackSettings()

@@ -10,6 +10,7 @@ campaign, a gate, a setting the target or Locust refused), 3 a gate missed, 4 th
 from __future__ import annotations
 
 import json
+import secrets
 import shlex
 import signal
 import sys
@@ -120,6 +121,13 @@ def _run_dir(request: RunRequest) -> Path:
 def _stack_config(request: RunRequest, run_dir: Path, gates: list[Gate]) -> StackConfig:
     campaign = request.campaign
     target_env = preflight.target_env(campaign, request.redis_url)
+    locust_env = campaign.locust_env()
+    if campaign.outage is not None and request.target_url is None:
+        # The master sets the outage through the admin API of the target we start: a token
+        # for this run only. Against --target, RAMPLAB_ADMIN_TOKEN comes from the environment.
+        token = secrets.token_urlsafe(24)
+        target_env["APP_ADMIN_TOKEN"] = token
+        locust_env["RAMPLAB_ADMIN_TOKEN"] = token
     args = campaign.locust_args()
     if gates:
         args += ["--ramplab-gate", ";".join(g.text for g in gates)]
@@ -128,7 +136,7 @@ def _stack_config(request: RunRequest, run_dir: Path, gates: list[Gate]) -> Stac
         run_dir=run_dir,
         locust_args=args,
         workers=request.workers or campaign.stack.workers,
-        locust_env=campaign.locust_env(),
+        locust_env=locust_env,
         target_url=request.target_url,
         target_env=target_env,
         target_workers=campaign.target.workers,
