@@ -67,7 +67,9 @@ def _draws(fit: TwoPhaseFit, seed: int) -> Floats:
 
 
 def _choose(ttft: Floats, ttlt: Floats, objective: Objective, budget: float | None) -> Floats:
-    """The 1-based optimum per column (``nan`` where none is allowed)."""
+    """The 1-based optimum per column (``nan`` where none is allowed); equal costs (to a
+    nanosecond: float sums of the same model differ in the last bits) go to the smaller chunk."""
+    ttft, ttlt = np.round(ttft, 6), np.round(ttlt, 6)
     best: Floats
     if objective == "sum":
         best = np.argmin(ttft + ttlt, axis=0).astype(np.float64) + 1

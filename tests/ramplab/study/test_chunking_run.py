@@ -1,0 +1,95 @@
+"""The chunking study on the local stack: a shortened sweep whose fit recovers what the target
+was told to do.
+
+Three runs (chunk sizes 2, 8 and 32, each with the 1 ms per-event sleep; ~45 s in all) of the
+real target, Locust master and worker. The target paces tokens τ = 5 ms apart and sleeps 1 ms
+after every event, so the fitted τ and per-event cost σ must hold 5 and 1 in their 95 %
+intervals. The intervals are t intervals over run means (2 degrees of freedom here), so a loaded
+machine widens them rather than breaking the check; they must still be informative: τ to within
+10 % and σ to within half a millisecond (on a quiet machine they are ~10× tighter).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import ramplab
+
+pytestmark = pytest.mark.slow
+
+CAMPAIGN = """\
+name: chunking
+shape: {kind: stepped, rates: [10], hold: 4s, warmup: 1s}
+seed: 4
+max_users: 30
+drain_s: 10
+slo: {ttft_ms: 100}
+workload: {max_tokens: 64, ignore_eos: true, chunk_size: 1, prompt_tokens: 16}
+stack: {workers: 1}
+target:
+  settings:
+    latency: {itl_ms: 5, itl_jitter_ms: 0, slowdown_per_seq: 0, prefill_overhead_ms: 10}
+    signing: {mode: "off"}
+    stream: {event_sleep_ms: 1}
+matrix:
+  workload.chunk_size: [2, 8, 32]
+order: shuffled
+study: chunking
+"""
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("chunking")
+    campaign = tmp / "chunking.yaml"
+    campaign.write_text(CAMPAIGN)
+    done = ramplab(["run", str(campaign), "--results-dir", str(tmp), "--run-name", "exp"])
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    directory = tmp / "exp"
+    return directory, json.loads((directory / "study.json").read_text())
+
+
+def test_the_fit_recovers_the_configured_itl_and_event_sleep(
+    study: tuple[Path, dict[str, Any]],
+) -> None:
+    _, result = study
+    params = result["data"]["parameters"]
+    tau, sigma = params["itl_ms"], params["event_ms[sleep=1]"]
+    assert tau["low"] <= 5.0 <= tau["high"], tau
+    assert sigma["low"] <= 1.0 <= sigma["high"], sigma
+    assert tau["high"] - tau["low"] < 0.5, tau
+    assert sigma["high"] - sigma["low"] < 0.5, sigma
+    assert result["data"]["dof"] == 2  # 3 TTFT + 3 stream run means − 4 parameters
+
+
+def test_the_study_reports_tables_charts_and_an_optimum(
+    study: tuple[Path, dict[str, Any]],
+) -> None:
+    directory, result = study
+    assert [t["title"].split(" (")[0] for t in result["tables"]] == [
+        "TTFT and TTLT per chunk size and sleep",
+        "Two-phase model: parameters",
+        "Residuals",
+        "Optimum chunk size from the model",
+    ]
+    assert len(result["charts"]) == 3
+    optima = {o["objective"]: o for o in result["data"]["optima"]}
+    # TTFT + TTLT at τ = 5 ms, σ = 1 ms, N = 64: the model's minimum is at √(σN/τ) ≈ 4.
+    assert 2 <= optima["sum"]["chunk"] <= 6
+    assert optima["ttlt_under_ttft"]["budget_ms"] == 100
+    text = (directory / "study.md").read_text()
+    assert "Optimum chunk size" in text
+    assert "the configured latency.itl_ms 5 ms inside the interval" in text
+
+
+def test_report_rebuilds_the_study(study: tuple[Path, dict[str, Any]]) -> None:
+    directory, result = study
+    (directory / "study.json").unlink()
+    done = ramplab(["report", str(directory)])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    again = json.loads((directory / "study.json").read_text())
+    assert again["data"]["parameters"] == result["data"]["parameters"]
