@@ -58,7 +58,7 @@ def analyse(directory: Path, manifest: Manifest) -> StudyResult:
         fit = fit_two_phase(rows)
     except ModelError as exc:
         fit = None
-        notes.append(f"no model fitted: {exc}")
+        notes.append(f"no model fitted: {exc}")  # names the matrix
     charts = [latency_chart(cells, fit, tokens)]
     tables = [_measured_table(cells, fit, tokens)]
     conclusions: list[str] = []

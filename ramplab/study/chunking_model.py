@@ -36,6 +36,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
 
+from ramplab.errors import UsageError
+
 __all__ = [
     "FIRST",
     "STREAM",
@@ -164,8 +166,12 @@ def model_row(
     return np.array([values.get(name, 0.0) for name in names])
 
 
-class ModelError(ValueError):
-    """The observations cannot identify the model (too few chunk sizes, no multi-event run)."""
+class ModelError(UsageError):
+    """The sweep cannot identify the model (too few chunk sizes, no multi-event run): the
+    campaign's ``matrix`` is what to change."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("matrix", message)
 
 
 def fit_two_phase(rows: StreamRows, confidence: float = 0.95) -> TwoPhaseFit:
