@@ -39,6 +39,7 @@ TIMING = (
     "tests/ramplab/load/test_pacer.py::test_real_gevent_pacer",
     "tests/ramplab/measure/test_accuracy.py",
     "tests/ramplab/plugin/test_openloop_runs.py::test_no_drift_over_a_long_stage",
+    "tests/ramplab/study/test_chunking_run.py",
 )
 
 

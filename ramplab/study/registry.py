@@ -19,6 +19,7 @@ Analysis = Callable[[Path, "Manifest"], StudyResult]
 
 # name -> "module:function"; loaded on use, so validating a campaign imports no analysis.
 STUDIES: dict[str, str] = {
+    "chunking": "ramplab.study.chunking:analyse",
     "retries": "ramplab.study.retries:analyse",
 }
 
