@@ -18,12 +18,20 @@ computes, per variant:
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from ramplab.experiment.sources import expand
 from ramplab.study.decay_charts import rate_chart, share_chart
-from ramplab.study.decay_knee import DROP, MIN_STREAMS, PLATEAU_STEPS, Knee, find_knee, lock_capacity
-from ramplab.study.decay_steps import PHASES, ModeCurve, read_curve
+from ramplab.study.decay_knee import (
+    DROP,
+    MIN_STREAMS,
+    PLATEAU_STEPS,
+    Knee,
+    find_knee,
+    lock_capacity,
+)
+from ramplab.study.decay_steps import PHASES, ModeCurve, StepPoint, read_curve
 from ramplab.study.result import StudyResult, StudyTable
 
 if TYPE_CHECKING:
@@ -59,12 +67,15 @@ def _knee(curve: ModeCurve) -> Knee:
     return find_knee([s.offered_qps for s in curve.steps], ok)
 
 
-def expected_knee(curve: ModeCurve) -> dict[str, Any] | None:
-    """The lock's capacity from the low-load sign phase of a ``locked`` curve."""
+def expected_knee(curve: ModeCurve, knee: Knee) -> dict[str, Any] | None:
+    """The lock's capacity from the low-load sign phase of a ``locked`` curve (and, beside it,
+    from the sign phase at the knee step: what CPU contention made of it there)."""
     sign_ms, streams = curve.low_load_sign_ms(PLATEAU_STEPS)
     if curve.mode != "locked" or sign_ms is None or sign_ms <= 0:
         return None
     capacity = lock_capacity(sign_ms)
+    at_knee = _step(curve, knee.high_qps)
+    sign_at_knee = median(at_knee.sign_ms) if at_knee is not None and at_knee.sign_ms else None
     return {
         "variant": curve.name,
         "sign_ms_low_load": sign_ms,
@@ -72,12 +83,19 @@ def expected_knee(curve: ModeCurve) -> dict[str, Any] | None:
         "work_factor": curve.work_factor,
         "capacity_qps": capacity,
         "capacity_signatures_per_s": capacity * curve.work_factor,
+        "knee_over_capacity": knee.qps / capacity if knee.qps is not None else None,
+        "sign_ms_at_knee_step": sign_at_knee,
+        "capacity_at_knee_step_qps": lock_capacity(sign_at_knee) if sign_at_knee else None,
     }
+
+
+def _step(curve: ModeCurve, offered: float | None) -> StepPoint | None:
+    return next((s for s in curve.steps if s.offered_qps == offered), None)
 
 
 def attribute(curve: ModeCurve, knee: Knee) -> dict[str, Any] | None:
     """At the knee step: each phase's mean growth since the plateau, and the dominant one."""
-    step = next((s for s in curve.steps if s.offered_qps == knee.high_qps), None)
+    step = _step(curve, knee.high_qps)
     base = curve.pooled(PLATEAU_STEPS).phase_means_ms()
     at = step.phase_means_ms() if step is not None else None
     if not knee.found or step is None or base is None or at is None:
@@ -101,65 +119,76 @@ def _fmt(value: float | None, digits: str = ".3g") -> str:
     return "-" if value is None else format(value, digits)
 
 
+def _curve_sentence(curve: ModeCurve, knee: Knee) -> str:
+    steps = [s for s in curve.steps if s.streams >= MIN_STREAMS]
+    tail = f"; {_fmt(steps[-1].rate())} tokens/s at {steps[-1].offered_qps:g} QPS" if steps else ""
+    head = f"knee at {knee.describe()}" if knee.found else knee.reason
+    return (
+        f"{curve.name} (work_factor {curve.work_factor}): plateau {_fmt(knee.plateau)} tokens/s "
+        f"per stream, {head}{tail}."
+    )
+
+
+def _expected_sentence(expected: dict[str, Any]) -> str:
+    ratio = expected["knee_over_capacity"]
+    where = f"the knee lies at {ratio:.0%} of it" if ratio is not None else "yet no knee was found"
+    at_knee = (
+        f" At the knee step the sign phase itself took {expected['sign_ms_at_knee_step']:.3g} ms "
+        f"(capacity {expected['capacity_at_knee_step_qps']:.3g} req/s): the signing thread shares "
+        "the CPU with the event loop, the load generator and other jobs."
+        if expected["sign_ms_at_knee_step"]
+        else ""
+    )
+    return (
+        f"First principles ({expected['variant']}): at low load the sign phase takes "
+        f"{expected['sign_ms_low_load']:.3g} ms (median of {expected['streams']} streams of the "
+        f"{PLATEAU_STEPS} lowest steps) for {expected['work_factor']} signatures, so the lock "
+        f"serves at most {expected['capacity_qps']:.3g} requests/s "
+        f"({expected['capacity_signatures_per_s']:.4g} signatures/s); {where} (with Poisson "
+        "arrivals a lock's queue costs a stream 20 % somewhat below its capacity: M/D/1)." + at_knee
+    )
+
+
+def _cause_sentence(cause: dict[str, Any]) -> str:
+    shares = cause["shares_at_knee"] or {}
+    name = LABELS[cause["cause"]]
+    return (
+        f"Attribution ({cause['variant']}, knee step {cause['step_qps']:g} QPS, the target's "
+        f"server_timing_ms): {name} grew by {cause['added_ms'][cause['cause']]:.0f} ms per "
+        f"stream since the plateau, {_fmt(cause['cause_share_of_added'], '.0%')} of all "
+        f"server-side growth, and is {_fmt(shares.get(cause['cause']), '.0%')} of the "
+        f"server-side time at that step (lock wait {_fmt(shares.get('lock_wait'), '.0%')}, "
+        f"sign {_fmt(shares.get('sign'), '.0%')}, queue {_fmt(shares.get('queue'), '.0%')}): "
+        f"the dominant cause is {name}."
+    )
+
+
 def _conclusions(
     curves: list[ModeCurve],
     knees: list[Knee],
     expected: dict[str, Any] | None,
-    cause: dict[str, Any] | None,
+    causes: list[dict[str, Any]],
 ) -> list[str]:
-    out = []
-    for curve, knee in zip(curves, knees, strict=True):
-        steps = [s for s in curve.steps if s.streams >= MIN_STREAMS]
-        last = steps[-1] if steps else None
-        tail = (
-            f"; at {last.offered_qps:g} QPS it is {_fmt(last.rate())} tokens/s"
-            if last is not None
-            else ""
-        )
-        if knee.found:
-            head = f"knee at {knee.describe()}"
-        else:
-            head = knee.reason
-        out.append(
-            f"{curve.name} ({curve.mode}, work_factor {curve.work_factor}): plateau "
-            f"{_fmt(knee.plateau)} tokens/s per stream; {head}{tail} (method: {METHOD})."
-        )
+    out = [f"Definitions: {RATE_DEFINITION}; {METHOD}."]
+    out += [_curve_sentence(c, k) for c, k in zip(curves, knees, strict=True)]
     if expected is not None:
-        knee = knees[[c.name for c in curves].index(expected["variant"])]
-        where = (
-            f"the measured knee ({knee.qps:.3g} QPS) is {knee.qps / expected['capacity_qps']:.0%} "
-            "of it"
-            if knee.found and knee.qps is not None
-            else "yet no knee was found within the ramp"
-        )
-        out.append(
-            f"First principles: at low load the {expected['variant']} sign phase takes "
-            f"{expected['sign_ms_low_load']:.3g} ms (median of {expected['streams']} streams of "
-            f"the {PLATEAU_STEPS} lowest steps) for {expected['work_factor']} signatures, so the "
-            f"lock serves at most {expected['capacity_qps']:.3g} requests/s "
-            f"({expected['capacity_signatures_per_s']:.4g} signatures/s); {where} — a queue in "
-            "front of a lock costs 20 % of a stream just below its capacity (M/D/1)."
-        )
-    if cause is not None:
-        shares = cause["shares_at_knee"] or {}
-        out.append(
-            f"Attribution ({cause['variant']}, knee step {cause['step_qps']:g} QPS, target's "
-            f"server_timing_ms): {LABELS[cause['cause']]} grew by "
-            f"{cause['added_ms'][cause['cause']]:.0f} ms per stream since the plateau, "
-            f"{_fmt(cause['cause_share_of_added'], '.0%')} of all server-side growth, and is "
-            f"{_fmt(shares.get(cause['cause']), '.0%')} of the server-side time at that step "
-            f"(lock wait {_fmt(shares.get('lock_wait'), '.0%')}, sign "
-            f"{_fmt(shares.get('sign'), '.0%')}): the dominant cause is "
-            f"{LABELS[cause['cause']]}."
-        )
-    fixed = [
-        f"{c.name}: {k.describe() if k.found else 'no knee'}"
-        for c, k in zip(curves, knees, strict=True)
-        if c.mode != "locked"
-    ]
+        out.append(_expected_sentence(expected))
+    out += [_cause_sentence(c) for c in causes]
+    base = next((k for c, k in zip(curves, knees, strict=True) if c.mode == "locked"), None)
+    fixed = [_fix(c, k, base) for c, k in zip(curves, knees, strict=True) if c.mode != "locked"]
     if fixed:
         out.append("The fix, side by side (same ramp, same seed): " + "; ".join(fixed) + ".")
     return out
+
+
+def _fix(curve: ModeCurve, knee: Knee, locked: Knee | None) -> str:
+    """How a variant's knee compares with the locked one's: moved (by what factor) or gone."""
+    top = max((s.offered_qps for s in curve.steps if s.streams >= MIN_STREAMS), default=0.0)
+    if not knee.found:
+        return f"{curve.name}: no knee up to {top:g} QPS (gone)"
+    if locked is None or locked.qps is None or knee.qps is None:
+        return f"{curve.name}: knee at {knee.describe()}"
+    return f"{curve.name}: knee at {knee.describe()}, × {knee.qps / locked.qps:.2g} the locked knee"
 
 
 def _tables(
@@ -227,12 +256,15 @@ def analyse(directory: Path, manifest: Manifest) -> StudyResult:
     knees = [_knee(c) for c in curves]
     locked = next((c for c in curves if c.mode == "locked"), None)
     locked_knee = knees[curves.index(locked)] if locked is not None else None
-    expected = expected_knee(locked) if locked is not None else None
-    cause = attribute(locked, locked_knee) if locked and locked_knee else None
+    expected = expected_knee(locked, locked_knee) if locked and locked_knee else None
+    causes = [a for c, k in zip(curves, knees, strict=True) if (a := attribute(c, k))]
+    cause = next((a for a in causes if locked and a["variant"] == locked.name), None)
     if locked is None:
         notes.append("no variant runs signing.mode locked: no lock capacity, no attribution")
     elif expected is None:
-        notes.append(f"{locked.name}: no server timings of the sign phase (not the reference target?)")
+        notes.append(
+            f"{locked.name}: no server timings of the sign phase (not the reference target?)"
+        )
     for curve in curves:
         if not any(s.timed for s in curve.steps):
             notes.append(f"{curve.name}: no server_timing_ms in its records: no attribution")
@@ -244,20 +276,31 @@ def analyse(directory: Path, manifest: Manifest) -> StudyResult:
     return StudyResult(
         study="decay",
         title=TITLE,
-        conclusions=_conclusions(curves, knees, expected, cause) if curves else [],
+        conclusions=_conclusions(curves, knees, expected, causes) if curves else [],
         tables=tables,
         charts=charts,
         data={
             "definition": RATE_DEFINITION,
-            "method": {"rule": METHOD, "drop": DROP, "plateau_steps": PLATEAU_STEPS,
-                       "min_streams": MIN_STREAMS},
+            "method": {
+                "rule": METHOD,
+                "drop": DROP,
+                "plateau_steps": PLATEAU_STEPS,
+                "min_streams": MIN_STREAMS,
+            },
             "variants": [
-                {"name": c.name, "mode": c.mode, "work_factor": c.work_factor, "runs": c.runs,
-                 "knee": k.to_json(), "steps": [s.to_json(MIN_STREAMS) for s in c.steps]}
+                {
+                    "name": c.name,
+                    "mode": c.mode,
+                    "work_factor": c.work_factor,
+                    "runs": c.runs,
+                    "knee": k.to_json(),
+                    "steps": [s.to_json(MIN_STREAMS) for s in c.steps],
+                }
                 for c, k in zip(curves, knees, strict=True)
             ],
             "expected": expected,
             "attribution": cause,
-        },  # fmt: skip
+            "attributions": causes,
+        },
         notes=notes,
     )

@@ -71,7 +71,9 @@ def rate_chart(
             line={"dash": "dot", "color": "#444"},
             annotation_text=f"lock capacity {capacity_qps:.3g} req/s (1 / sign time at low load)",
         )
-    return _layout(fig, "Per-stream tokens/s vs offered QPS, by signing mode", "tokens/s per stream")
+    return _layout(
+        fig, "Per-stream tokens/s vs offered QPS, by signing mode", "tokens/s per stream"
+    )
 
 
 def share_chart(curve: ModeCurve) -> dict[str, Any]:
