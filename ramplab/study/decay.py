@@ -12,7 +12,8 @@ computes, per variant:
   server-side time; every step's shares are tabled and charted for the locked mode;
 - the expectation from first principles: the lock serves one request per ``sign`` phase, so its
   capacity is ``1000 / sign_ms`` requests/s (× ``work_factor`` signatures/s), with ``sign_ms``
-  the median sign phase at low load — the knee should lie just below it.
+  the median sign phase at low load (every stream of the steps before the knee, where the lock
+  does not queue yet) — the knee should lie just below it.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def _knee(curve: ModeCurve) -> Knee:
 def expected_knee(curve: ModeCurve, knee: Knee) -> dict[str, Any] | None:
     """The lock's capacity from the low-load sign phase of a ``locked`` curve (and, beside it,
     from the sign phase at the knee step: what CPU contention made of it there)."""
-    sign_ms, streams = curve.low_load_sign_ms(PLATEAU_STEPS)
+    values = low_load(curve, knee).sign_ms
+    sign_ms = median(values) if values else None
     if curve.mode != "locked" or sign_ms is None or sign_ms <= 0:
         return None
     capacity = lock_capacity(sign_ms)
@@ -79,7 +81,7 @@ def expected_knee(curve: ModeCurve, knee: Knee) -> dict[str, Any] | None:
     return {
         "variant": curve.name,
         "sign_ms_low_load": sign_ms,
-        "streams": streams,
+        "streams": len(values),
         "work_factor": curve.work_factor,
         "capacity_qps": capacity,
         "capacity_signatures_per_s": capacity * curve.work_factor,
@@ -87,6 +89,15 @@ def expected_knee(curve: ModeCurve, knee: Knee) -> dict[str, Any] | None:
         "sign_ms_at_knee_step": sign_at_knee,
         "capacity_at_knee_step_qps": lock_capacity(sign_at_knee) if sign_at_knee else None,
     }
+
+
+def low_load(curve: ModeCurve, knee: Knee) -> StepPoint:
+    """The steps before the knee pooled (the lock does not queue yet there); without a knee,
+    the plateau's steps. More streams than the plateau alone, and spread over more of the
+    run, so a burst of other jobs on a shared machine weighs less on the sign time."""
+    if knee.found:
+        return curve.pooled(below=knee.low_qps)
+    return curve.pooled(PLATEAU_STEPS)
 
 
 def _step(curve: ModeCurve, offered: float | None) -> StepPoint | None:
@@ -141,11 +152,10 @@ def _expected_sentence(expected: dict[str, Any]) -> str:
     )
     return (
         f"First principles ({expected['variant']}): at low load the sign phase takes "
-        f"{expected['sign_ms_low_load']:.3g} ms (median of {expected['streams']} streams of the "
-        f"{PLATEAU_STEPS} lowest steps) for {expected['work_factor']} signatures, so the lock "
+        f"{expected['sign_ms_low_load']:.3g} ms (median of the {expected['streams']} streams of "
+        f"the steps before the knee) for {expected['work_factor']} signatures, so the lock "
         f"serves at most {expected['capacity_qps']:.3g} requests/s "
-        f"({expected['capacity_signatures_per_s']:.4g} signatures/s); {where} (with Poisson "
-        "arrivals a lock's queue costs a stream 20 % somewhat below its capacity: M/D/1)." + at_knee
+        f"({expected['capacity_signatures_per_s']:.4g} signatures/s); {where}." + at_knee
     )
 
 
@@ -196,7 +206,8 @@ def _tables(
 ) -> list[StudyTable]:
     rows: list[list[str | int | float | None]] = []
     for curve, knee in zip(curves, knees, strict=True):
-        sign, _ = curve.low_load_sign_ms(PLATEAU_STEPS)
+        values = low_load(curve, knee).sign_ms
+        sign = median(values) if values else None
         capacity = (
             expected["capacity_qps"]
             if expected is not None and expected["variant"] == curve.name

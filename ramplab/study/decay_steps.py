@@ -134,21 +134,19 @@ class ModeCurve:
     runs: int
     steps: list[StepPoint]
 
-    def pooled(self, count: int) -> StepPoint:
-        """The first ``count`` steps with streams, as one (the low-load reference)."""
+    def pooled(self, count: int | None = None, below: float | None = None) -> StepPoint:
+        """The first ``count`` steps with streams, or every step with streams offered at most
+        ``below`` QPS, as one (a low-load reference)."""
         out = StepPoint(offered_qps=float("nan"))
-        for step in [s for s in self.steps if s.streams][:count]:
+        chosen = [s for s in self.steps if s.streams]
+        chosen = chosen[:count] if below is None else [s for s in chosen if s.offered_qps <= below]
+        for step in chosen:
             out.rates += step.rates
             out.timed += step.timed
             out.sign_ms += step.sign_ms
             for k, v in step.phase_sums_ms.items():
                 out.phase_sums_ms[k] += v
         return out
-
-    def low_load_sign_ms(self, count: int) -> tuple[float | None, int]:
-        """The median sign phase over the first ``count`` steps with streams, and how many."""
-        values = self.pooled(count).sign_ms
-        return (median(values) if values else None), len(values)
 
 
 def _signing(run_dir: Path) -> tuple[str, int]:
