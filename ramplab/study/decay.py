@@ -38,7 +38,7 @@ from ramplab.study.result import StudyResult, StudyTable
 if TYPE_CHECKING:
     from ramplab.experiment.manifest import Manifest
 
-__all__ = ["RATE_DEFINITION", "analyse", "attribute", "expected_knee"]
+__all__ = ["RATE_DEFINITION", "analyse", "attribute", "expected_knee", "low_load"]
 
 TITLE = "§4.2 Token-rate decay 1 → 100 QPS"
 RATE_DEFINITION = (
@@ -134,6 +134,9 @@ def _curve_sentence(curve: ModeCurve, knee: Knee) -> str:
     steps = [s for s in curve.steps if s.streams >= MIN_STREAMS]
     tail = f"; {_fmt(steps[-1].rate())} tokens/s at {steps[-1].offered_qps:g} QPS" if steps else ""
     head = f"knee at {knee.describe()}" if knee.found else knee.reason
+    if knee.dips:
+        dips = ", ".join(f"{x:g}" for x in knee.dips)
+        head += f" (below the threshold at {dips} QPS but back above at the next step: not a knee)"
     return (
         f"{curve.name} (work_factor {curve.work_factor}): plateau {_fmt(knee.plateau)} tokens/s "
         f"per stream, {head}{tail}."

@@ -34,7 +34,7 @@ from ramplab.results.digest import iter_records, step_shape
 from ramplab.results.steps import stage_of
 from ramplab.results.summary import RunSummary
 
-__all__ = ["PHASES", "ModeCurve", "StepPoint", "read_curve", "stream_rate"]
+__all__ = ["PHASES", "ModeCurve", "StepPoint", "read_curve", "server_phases", "stream_rate"]
 
 PHASES = ("auth", "ratelimit", "queue", "prefill", "decode", "sign_queue", "lock_wait", "sign")
 _SIGNATURE = ("sign_queue", "lock_wait", "sign")

@@ -60,6 +60,7 @@ def test_one_step_below_that_recovers_is_a_dip_not_a_knee() -> None:
     knee = find_knee(x, y)
     assert not knee.found
     assert knee.dips == (20,)
+    assert "no knee within the ramp" in knee.reason
     # ... but a drop at the last step counts: there is no next step to recover at
     last = find_knee(x, [100, 100, 100, 99, 98, 50])
     assert last.found
