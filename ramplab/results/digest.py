@@ -39,6 +39,7 @@ __all__ = [
     "digest_records",
     "iter_records",
     "read_digest",
+    "step_shape",
 ]
 
 Floats = NDArray[np.float64]
@@ -172,7 +173,10 @@ def _phase_row(r: RequestRecord, ttlt: float) -> tuple[float, ...]:
     return (ttlt, *client, *(server[k] for k in SERVER_COLUMNS), seen)
 
 
-def _shape(summary: RunSummary) -> Shape | None:
+def step_shape(summary: RunSummary) -> Shape | None:
+    """The run's stages rebuilt from the summary's steps (``None`` for a plain run's or an
+    unreadable shape): with ``steps.stage_of`` and ``Stage.in_measured``, the rule that puts a
+    record in a step exactly when it counts in the summary."""
     stages = tuple(
         Stage(i, st.start_s, st.duration_s, st.warmup_s, st.target_qps or st.target_users or 0.0)
         for i, st in enumerate(summary.steps)
@@ -187,7 +191,7 @@ def digest_records(records: Iterable[RequestRecord], summary: RunSummary) -> Run
     """The digest of ``records`` (an iterator is consumed once) against ``summary``'s steps."""
     accs = [_Acc() for _ in summary.steps]
     plain = summary.mode is None and len(accs) == 1
-    shape = None if plain else _shape(summary)
+    shape = None if plain else step_shape(summary)
     start = summary.run_start or 0.0
     read = 0
     for r in records:

@@ -18,8 +18,7 @@ import numpy as np
 import yaml
 
 from ramplab.experiment.sources import expand
-from ramplab.load.shapes import Shape, Stage
-from ramplab.results.digest import iter_records
+from ramplab.results.digest import iter_records, step_shape
 from ramplab.results.steps import group_measured
 from ramplab.results.summary import RunSummary
 from ramplab.study.chunking_model import StreamRows
@@ -56,14 +55,6 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _shape(summary: RunSummary) -> Shape | None:
-    stages = tuple(
-        Stage(i, st.start_s, st.duration_s, st.warmup_s, st.target_qps or st.target_users or 0.0)
-        for i, st in enumerate(summary.steps)
-    )
-    return Shape(stages) if stages else None
-
-
 def collect(directory: Path, notes: list[str]) -> tuple[StreamRows, list[RunSettings]]:
     """The rows of every finished run of the experiment and each run's settings."""
     rows: list[tuple[int, float, int, int, int, float, float]] = []
@@ -81,7 +72,7 @@ def collect(directory: Path, notes: list[str]) -> tuple[StreamRows, list[RunSett
                 notes.append(f"{run.path.name}: event_sleep_ms not set, taken as the default 0")
                 sleep = 0.0
             summary = RunSummary.from_json(run.summary)
-            shape = _shape(summary)
+            shape = step_shape(summary)
             if shape is None:
                 notes.append(f"{run.path.name}: no step in its summary, left out")
                 continue

@@ -20,6 +20,7 @@ Analysis = Callable[[Path, "Manifest"], StudyResult]
 # name -> "module:function"; loaded on use, so validating a campaign imports no analysis.
 STUDIES: dict[str, str] = {
     "chunking": "ramplab.study.chunking:analyse",
+    "decay": "ramplab.study.decay:analyse",
     "retries": "ramplab.study.retries:analyse",
 }
 
