@@ -40,6 +40,7 @@ TIMING = (
     "tests/ramplab/measure/test_accuracy.py",
     "tests/ramplab/plugin/test_openloop_runs.py::test_no_drift_over_a_long_stage",
     "tests/ramplab/study/test_chunking_run.py",
+    "tests/ramplab/study/test_decay_run.py",
 )
 
 
