@@ -34,6 +34,7 @@ def shared_target() -> Iterator[SharedTarget]:
 TIMING = (
     "tests/target/test_pacing.py",
     "tests/target/test_clock.py",
+    "tests/target/test_keyring.py",  # 2 s key rotation and token lifetime, leeway 0
     "tests/target/test_scheduler.py::test_static_batches_make_short_requests_wait_behind_long_ones",
     "tests/target/test_signing.py::test_lock_wait_grows_with_concurrency",
     "tests/ramplab/load/test_pacer.py::test_real_gevent_pacer",

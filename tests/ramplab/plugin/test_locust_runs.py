@@ -166,7 +166,7 @@ def test_options_from_config_file_and_environment(target: TargetProcess, tmp_pat
     conf = tmp_path / "run.conf"
     conf.write_text(f"max-tokens = 5\nignore-eos = true\nresults-dir = {tmp_path / 'conf'}\n")
     done = subprocess.run(
-        [*LOCUST, "--config", str(conf), "--host", target.url, "--headless", "-u", "1", "-t", "2s"],
+        [*LOCUST, "--config", str(conf), "--host", target.url, "--headless", "-u", "1", "-t", "5s"],
         cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
         env={**os.environ, "RAMPLAB_CHUNK_SIZE": "5"},
     )  # fmt: skip
@@ -179,9 +179,11 @@ def test_options_from_config_file_and_environment(target: TargetProcess, tmp_pat
 def test_start_up_problems_exit_2_without_a_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "a"}\n{oops\n')
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    # Bound but never listening: connecting is refused for as long as the socket stays open. A
+    # port closed again at once could be taken by a target another xdist worker starts.
+    port_holder = socket.socket()
+    port_holder.bind(("127.0.0.1", 0))
+    closed = f"http://127.0.0.1:{port_holder.getsockname()[1]}"
     cases = [
         (["--model", "m", "--prompts-file", str(bad)], f"--prompts-file: '{bad}' line 2"),
         (["--model", "m", "--prompts-file", str(tmp_path / "none.jsonl")], "--prompts-file"),
@@ -189,11 +191,14 @@ def test_start_up_problems_exit_2_without_a_traceback(tmp_path: Path) -> None:
         # Regression: an unusable results directory raised out of Locust's init event.
         (["--model", "m", "--results-dir", str(bad / "sub")], f"--results-dir '{bad / 'sub'}'"),
     ]
-    for extra, message in cases:
-        done = subprocess.run(
-            [*LOCUST, "--host", closed, "--headless", "-u", "1", "-r", "1", "-t", "2s", *extra],
-            cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
-        assert done.returncode == 2, (extra, done.stderr[-2000:])
-        assert message in done.stderr
-        assert "Traceback" not in done.stderr + done.stdout
+    try:
+        for extra, message in cases:
+            done = subprocess.run(
+                [*LOCUST, "--host", closed, "--headless", "-u", "1", "-r", "1", "-t", "2s", *extra],
+                cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+            assert done.returncode == 2, (extra, done.stderr[-2000:])
+            assert message in done.stderr
+            assert "Traceback" not in done.stderr + done.stdout
+    finally:
+        port_holder.close()
