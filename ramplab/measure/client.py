@@ -34,7 +34,7 @@ from typing import Any, Protocol
 import httpcore
 import httpx
 
-from ramplab.measure.resolver import DnsResolver
+from ramplab.measure.resolver import DnsResolver, ResolveError
 
 Clock = Callable[[], float]
 
@@ -212,7 +212,7 @@ class TimedBackend(httpcore.NetworkBackend):
             else:
                 infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
                 address = str(infos[0][4][0])
-        except OSError as exc:  # a ResolveError too
+        except (OSError, ResolveError) as exc:
             raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
         if self._cache is not None:
             self._cache.put(key, address)

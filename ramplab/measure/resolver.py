@@ -17,10 +17,12 @@ import threading
 
 from dnslib import QTYPE, RCODE, DNSRecord
 
+from ramplab.errors import RetryableError
+
 __all__ = ["DnsResolver", "ResolveError"]
 
 
-class ResolveError(OSError):
+class ResolveError(RetryableError):
     """The server did not answer in time, refused the name, or had no A record for it."""
 
 
@@ -55,6 +57,8 @@ class DnsResolver:
                         break  # anything else is a stray late answer: keep waiting
             except TimeoutError:
                 raise ResolveError(f"{self._where(name)}: no answer in {timeout_s} s") from None
+            except OSError as exc:  # e.g. refused: nothing listens on that port
+                raise ResolveError(f"{self._where(name)}: {exc.strerror or exc}") from None
         if reply.header.rcode != RCODE.NOERROR:
             raise ResolveError(f"{self._where(name)}: {RCODE.get(reply.header.rcode)}")
         for record in reply.rr:

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import httpx
 
-from ramplab.measure.resolver import DnsResolver
+from ramplab.measure.resolver import DnsResolver, ResolveError
 
 __all__ = ["DnsReady", "HttpReady", "LogReady", "PortReady", "Readiness"]
 
@@ -74,7 +74,7 @@ class DnsReady:
     def ready(self) -> bool:
         try:
             DnsResolver(("127.0.0.1", self.port)).resolve(self.name, self.timeout_s)
-        except OSError:
+        except (OSError, ResolveError):
             return False
         return True
 
