@@ -194,7 +194,8 @@ def test_environment_variable_names_stay_what_compose_files_use() -> None:
         "RESOLVER", "NEW_CONNECTION", "RESULTS_DIR", "WORKLOAD_SEED", "VERIFY_SIGNATURE",
         "VERIFY_TEXT", "JWKS_PATH", "METRICS_PORT", "METRICS_HOST", "MASTER_METRICS_PORT",
         "METRICS_LINGER", "RUN_ID", "SCENARIO", "SHAPE", "MODE", "ARRIVALS", "SEED", "OVERFLOW",
-        "MAX_USERS", "HEADROOM", "DURATION_PRIOR", "RETRY", "SLO", "GATE", "OUTAGE", "ADMIN_TOKEN", "DRAIN",
+        "MAX_USERS", "HEADROOM", "DURATION_PRIOR", "RETRY", "SLO", "GATE", "OUTAGE", "ADMIN_TOKEN",
+        "DRAIN",
     }  # fmt: skip
     assert len({o.dest for o in schema.OPTIONS}) == len(schema.OPTIONS)
 
