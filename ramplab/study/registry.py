@@ -18,7 +18,9 @@ __all__ = ["STUDIES", "analyse", "check_study"]
 Analysis = Callable[[Path, "Manifest"], StudyResult]
 
 # name -> "module:function"; loaded on use, so validating a campaign imports no analysis.
-STUDIES: dict[str, str] = {}
+STUDIES: dict[str, str] = {
+    "decomposition": "ramplab.study.decomposition:analyse",
+}
 
 
 def check_study(name: object, field: str = "study") -> str:
