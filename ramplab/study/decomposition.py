@@ -38,7 +38,7 @@ from ramplab.study.result import StudyResult, StudyTable
 if TYPE_CHECKING:
     from ramplab.experiment.manifest import Manifest
 
-__all__ = ["SEGMENTS", "Decomposition", "analyse", "decompose", "study_result"]
+__all__ = ["SEGMENTS", "Decomposition", "analyse", "decompose", "study_result", "variant_phases"]
 
 SEGMENTS: dict[str, str] = {
     "client": "generator lateness & retries",
