@@ -12,7 +12,7 @@ from ramplab.results.digest import PHASE_COLUMNS
 from ramplab.study.decomposition import SEGMENTS, decompose, study_result
 
 
-def row(ttlt: float, server: bool = True, **phases: float) -> list[float]:
+def row(ttlt: float, phases: dict[str, float], server: bool = True) -> list[float]:
     values = dict.fromkeys(PHASE_COLUMNS, 0.0)
     values.update(phases, ttlt=ttlt, server_seen=1.0 if server else 0.0)
     return [values[name] for name in PHASE_COLUMNS]
@@ -28,7 +28,7 @@ TYPICAL: dict[str, float] = {
 
 
 def test_known_segments_come_back_and_sum_to_the_ttlt() -> None:
-    phases = np.array([row(100.0, **TYPICAL)])
+    phases = np.array([row(100.0, TYPICAL)])
     b = group_breakdown(phases, "p99")
     assert b is not None
     d = decompose("v", b)
@@ -42,7 +42,7 @@ def test_known_segments_come_back_and_sum_to_the_ttlt() -> None:
 
 
 def test_the_residual_is_what_the_client_phases_leave_unaccounted() -> None:
-    phases = np.array([row(102.5, **TYPICAL)])  # 2.5 ms no phase explains
+    phases = np.array([row(102.5, TYPICAL)])  # 2.5 ms no phase explains
     b = group_breakdown(phases, "median")
     assert b is not None
     assert decompose("v", b).residual_ms == pytest.approx(2.5)
@@ -50,7 +50,7 @@ def test_the_residual_is_what_the_client_phases_leave_unaccounted() -> None:
 
 def test_a_server_overflow_is_cut_at_its_window_and_reported() -> None:
     # The server says 30 ms of queue, the client saw only 23.5 ms between request and first token.
-    phases = np.array([row(100.0, **{**TYPICAL, "queue": 30.0})])
+    phases = np.array([row(100.0, {**TYPICAL, "queue": 30.0})])
     b = group_breakdown(phases, "p99")
     assert b is not None
     d = decompose("v", b)
@@ -62,7 +62,7 @@ def test_a_server_overflow_is_cut_at_its_window_and_reported() -> None:
 
 
 def test_without_server_timings_the_client_view_stands_alone() -> None:
-    phases = np.array([row(100.0, server=False, **TYPICAL)])
+    phases = np.array([row(100.0, TYPICAL, server=False)])
     b = group_breakdown(phases, "p99")
     assert b is not None
     d = decompose("v", b)
@@ -73,8 +73,8 @@ def test_without_server_timings_the_client_view_stands_alone() -> None:
 
 
 def test_conclusions_cite_the_shares_and_the_biggest_change_against_the_baseline() -> None:
-    cached = np.array([row(80.0, **{**TYPICAL, "dns": 0.0})] * 50)
-    uncached = np.array([row(100.0, **TYPICAL)] * 50)
+    cached = np.array([row(80.0, {**TYPICAL, "dns": 0.0})] * 50)
+    uncached = np.array([row(100.0, TYPICAL)] * 50)
     found = []
     for name, phases in (("cache", cached), ("no-cache", uncached)):
         groups: tuple[Group, ...] = ("median", "p99")
