@@ -65,7 +65,8 @@ def records(run: Path) -> list[dict[str, Any]]:
 
 
 def run_of(experiment: Path, variant: str) -> Path:
-    (found,) = [p for p in experiment.iterdir() if p.is_dir() and p.name.endswith(f"-{variant}-r1")]
+    # Run directories are NN-<variant>-rR; "cache" must not match "no-cache".
+    (found,) = [p for p in experiment.iterdir() if p.name.partition("-")[2] == f"{variant}-r1"]
     return found
 
 
