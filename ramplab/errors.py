@@ -11,7 +11,8 @@
     │   ├── OptionError       a Locust option of the plugin (``ramplab.options.settings``)
     │   └── CampaignError     a campaign file that cannot be run (``ramplab.stack.campaign``)
     ├── RetryableError        may succeed when tried again: record it, let the retry policy decide
-    │   └── AuthError         the token endpoint is unreachable or refused the credentials
+    │   ├── AuthError         the token endpoint is unreachable or refused the credentials
+    │   └── ResolveError      the DNS server of --resolver gave no address (``measure.resolver``)
     └── FatalError            trying again changes nothing: record or report it, stop that work
         ├── IntegrityError    a response's content does not match its signature or seed
         └── StackError        a process of the local stack did not come up (``ramplab.stack.local``)

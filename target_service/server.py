@@ -25,6 +25,7 @@ from target_service.app import create_app
 from target_service.embedded_redis import EmbeddedRedis
 from target_service.errors import StartupError
 from target_service.settings import Settings, load_settings
+from target_service.tls import TlsFiles, prepare_tls
 from target_service.tracing import require_sdk
 
 # Collect the young generation every 20,000 net allocations instead of 700: a stream allocates
@@ -56,7 +57,7 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def serve(settings: Settings) -> None:
+def serve(settings: Settings, tls: TlsFiles | None = None) -> None:
     embedded: EmbeddedRedis | None = None
     multiproc_dir: str | None = None
     # uvicorn shuts down gracefully on SIGTERM, restores the handler it found and raises the signal
@@ -78,6 +79,8 @@ def serve(settings: Settings) -> None:
             "access_log": False,
             "timeout_graceful_shutdown": 5,
         }
+        if tls is not None:
+            options.update(ssl_certfile=tls.cert_file, ssl_keyfile=tls.key_file)
         if settings.workers == 1:
             app = create_app(settings)
             settle_gc()
@@ -102,6 +105,8 @@ def serve(settings: Settings) -> None:
             embedded.close()
         if multiproc_dir is not None:
             shutil.rmtree(multiproc_dir, ignore_errors=True)
+        if tls is not None:
+            tls.close()
 
 
 @cli.command()
@@ -127,10 +132,13 @@ def main(
     try:
         settings = load_settings(**overrides)
         require_sdk(settings.tracing)
+        tls = prepare_tls(settings.tls, generate=not check)
     except StartupError as exc:
         print(f"target: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
     print("target settings: " + json.dumps(settings.masked()), file=sys.stderr, flush=True)
     if check:
         return
-    serve(settings)
+    if tls is not None:
+        print(f"target: serving HTTPS with {tls.cert_file}", file=sys.stderr, flush=True)
+    serve(settings, tls)

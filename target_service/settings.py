@@ -197,6 +197,45 @@ class TracingSettings(Section):
         return value
 
 
+class TlsSettings(Section):
+    """HTTPS (``tls.py``): a given certificate and key, or a throw-away CA and certificate made at
+    start for ``hostnames``, whose CA certificate is written to ``ca_file`` for clients to trust."""
+
+    enabled: bool = False
+    cert_file: str | None = None
+    key_file: str | None = None
+    ca_file: str | None = None  # generated mode: where the CA's certificate is written
+    hostnames: list[str] = Field(
+        default_factory=lambda: ["localhost", "127.0.0.1", "target.ramplab.test"], min_length=1
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_is_unset(cls, data: Any) -> Any:
+        # Compose passes an unset variable as "": no file, not a file named "".
+        if isinstance(data, dict):
+            data = {k: (None if k.endswith("_file") and v == "" else v) for k, v in data.items()}
+        return data
+
+    @field_validator("cert_file", "key_file")
+    @classmethod
+    def _readable(cls, value: str | None) -> str | None:
+        # A field validator, so the error names tls.cert_file / tls.key_file and its variable.
+        if value is not None and not Path(value).is_file():
+            raise ValueError("no such file")
+        return value
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> TlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            given, missing = (
+                ("cert_file", "key_file") if self.key_file is None else ("key_file", "cert_file")
+            )
+            raise ValueError(f"tls.{given} is set but tls.{missing} is not: give both, or "
+                             "neither to generate a certificate at start")  # fmt: skip
+        return self
+
+
 class Settings(BaseSettings):
     """Everything a target process needs, validated at start-up."""
 
@@ -232,6 +271,7 @@ class Settings(BaseSettings):
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     stream: StreamSettings = Field(default_factory=StreamSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
+    tls: TlsSettings = Field(default_factory=TlsSettings)
 
     @model_validator(mode="after")
     def _check_redis_url(self) -> Settings:

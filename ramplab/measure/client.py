@@ -7,7 +7,9 @@ resolves the host itself, times ``getaddrinfo``, and hands back a stream that ca
 the trace callback picks it up from ``connection.connect_tcp.complete``.
 
 Switches (so their effect can be measured, §4.1): DNS caching, connection reuse (keep-alive vs a
-new connection per request), TLS verification (on unless turned off explicitly, custom CA bundle).
+new connection per request), TLS verification (on unless turned off explicitly, custom CA bundle),
+and the DNS server names are resolved with (``resolver.py``: the system's ``getaddrinfo`` unless
+one is named).
 
 Each streaming user gets a client of its own (one connection, like Locust's ``HttpUser``), all of
 a process sharing one TLS context and one DNS cache: httpcore's pool walks every connection it
@@ -31,6 +33,8 @@ from typing import Any, Protocol
 
 import httpcore
 import httpx
+
+from ramplab.measure.resolver import DnsResolver, ResolveError
 
 Clock = Callable[[], float]
 
@@ -60,6 +64,7 @@ class ClientOptions:
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 60.0  # longest silence between two reads
     max_connections: int = 10_000
+    resolver: tuple[str, int] | None = None  # a DNS server to ask; None: the system's resolver
 
 
 # SO_TIMESTAMPNS (asm-generic/socket.h; Python's socket module does not export it): the kernel
@@ -187,11 +192,13 @@ class TimedBackend(httpcore.NetworkBackend):
         cache: DnsCache | None,
         clock: Clock = time.perf_counter,
         poll: PollFactory = select.poll,
+        resolver: DnsResolver | None = None,
     ) -> None:
         self._inner = httpcore.SyncBackend()
         self._cache = cache
         self._clock = clock
         self._poll = poll
+        self._resolver = resolver
 
     def _resolve(self, host: str, port: int, timeout: float | None) -> str:
         key = (host, port)
@@ -200,10 +207,13 @@ class TimedBackend(httpcore.NetworkBackend):
             if cached is not None:
                 return cached
         try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError as exc:
+            if self._resolver is not None:
+                address = self._resolver.resolve(host, timeout)
+            else:
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                address = str(infos[0][4][0])
+        except (OSError, ResolveError) as exc:
             raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
-        address = str(infos[0][4][0])
         if self._cache is not None:
             self._cache.put(key, address)
         return address
@@ -270,8 +280,16 @@ class TimedTransport(httpx.HTTPTransport):
             max_connections=options.max_connections,
             max_keepalive_connections=None if options.reuse_connections else 0,
             keepalive_expiry=None if options.reuse_connections else 0.0,
-            network_backend=TimedBackend(dns if options.dns_cache else None, clock, poll),
+            network_backend=TimedBackend(
+                dns if options.dns_cache else None, clock, poll, _resolver(options)
+            ),
         )
+
+
+def _resolver(options: ClientOptions) -> DnsResolver | None:
+    if options.resolver is None:
+        return None
+    return DnsResolver(options.resolver)
 
 
 def make_client(

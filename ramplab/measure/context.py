@@ -30,6 +30,7 @@ from ramplab.measure.client import (
 from ramplab.measure.integrity import JwksKeys, Verifier
 from ramplab.measure.record import RequestRecord
 from ramplab.measure.workload import Messages, load_prompts
+from ramplab.options.kinds import parse_address
 from ramplab.options.settings import UserSettings
 
 Sink = Callable[[RequestRecord], None]
@@ -41,6 +42,7 @@ def client_options(settings: UserSettings) -> ClientOptions:
         ca_file=settings.ca_file,
         dns_cache=settings.dns_cache,
         reuse_connections=settings.reuse_connections,
+        resolver=parse_address(settings.resolver, "--resolver") if settings.resolver else None,
         connect_timeout_s=settings.connect_timeout_s,
         read_timeout_s=settings.read_timeout_s,
     )

@@ -28,6 +28,7 @@ from ramplab.results.slo import parse_gates, parse_request_slo
 from ramplab.retry.config import parse_retry
 
 __all__ = [
+    "ADDRESS",
     "ARRIVALS",
     "GATES",
     "JSON_OBJECT",
@@ -46,6 +47,7 @@ __all__ = [
     "integer",
     "non_empty_text",
     "number",
+    "parse_address",
     "retry_spec",
 ]
 
@@ -150,6 +152,19 @@ def _port(text: str, field: str) -> int:
     return value
 
 
+def parse_address(text: str, field: str) -> tuple[str, int]:
+    """``HOST:PORT`` (an IPv4 address or a name, port 1-65535); ``UsageError`` on ``field``."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise UsageError(field, f"expected HOST:PORT (e.g. 127.0.0.1:5353), got {text!r}")
+    return host, int(port)
+
+
+def _address(text: str, field: str) -> str:
+    host, port = parse_address(text, field)
+    return f"{host}:{port}"
+
+
 def _url_path(text: str, field: str) -> str:
     if not text.startswith("/"):
         raise UsageError(field, f"must be a URL path starting with '/', got {text!r}")
@@ -233,6 +248,7 @@ def _outage(text: str, field: str) -> str:
 
 TEXT = Kind("text", _text)
 URL_PATH = Kind("URL path", _url_path)
+ADDRESS = Kind("HOST:PORT", _address)
 PORT = Kind("port (0 = off)", _port)
 JSON_OBJECT = Kind("JSON object", _json_object, json.dumps)
 SWITCH_ON = Kind("switch", _text, switch=True)

@@ -62,6 +62,7 @@ class UserSettings:
     verify_tls: bool = _USER["verify_tls"]
     ca_file: str | None = _USER["ca_file"]
     dns_cache: bool = _USER["dns_cache"]
+    resolver: str | None = _USER["resolver"]  # HOST:PORT; None: the system's resolver
     reuse_connections: bool = _USER["reuse_connections"]
     results_dir: Path | None = _USER["results_dir"]
     seed: int | None = _USER["seed"]

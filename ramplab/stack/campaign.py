@@ -115,6 +115,7 @@ class Workload(_Strict):
         default_factory=lambda: schema.campaign_default("workload.ca_file"), strict=False
     )
     dns_cache: bool = _default("workload.dns_cache")
+    resolver: str | None = _default("workload.resolver")
     reuse_connections: bool = _default("workload.reuse_connections")
     verify_signature: bool = _default("workload.verify_signature")
     verify_text: bool = _default("workload.verify_text")
@@ -129,11 +130,20 @@ class Step(_Strict):
     warmup: float | str = 0
 
 
+class DnsStack(_Strict):
+    """A slow DNS server on loopback (``ramplab/stack/dns.py``): the target is reached by
+    ``name``, which the load generator resolves through it (``--resolver``)."""
+
+    delay_ms: float = Field(default=20.0, ge=0, le=10_000)
+    name: str = Field(default="target.ramplab.test", pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
+
+
 class StackSettings(_Strict):
     """The local stack's processes (ignored with ``--target``)."""
 
     workers: int = Field(default=2, ge=1, le=64)
     health_timeout_s: float = Field(default=60.0, gt=0)
+    dns: DnsStack | None = None
 
 
 class TargetSettings(_Strict):
@@ -143,6 +153,22 @@ class TargetSettings(_Strict):
     redis_url: str | None = None
     # configs/app.toml keys, nested as in the file; sent as APP_* variables (APP_LATENCY__ITL_MS).
     settings: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def generates_tls(self) -> bool:
+        """The target serves HTTPS with a certificate it makes at start (no cert/key given)."""
+        tls = self.settings.get("tls")
+        return (
+            isinstance(tls, Mapping)
+            and tls.get("enabled") is True
+            and tls.get("cert_file") is None
+            and tls.get("key_file") is None
+        )
+
+    @property
+    def serves_tls(self) -> bool:
+        tls = self.settings.get("tls")
+        return isinstance(tls, Mapping) and tls.get("enabled") is True
 
     def environment(self) -> dict[str, str]:
         """The ``APP_*`` variables of these settings."""

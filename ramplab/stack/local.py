@@ -16,13 +16,22 @@ Stopping goes master first — on SIGINT Locust stops its workers, takes their l
 writes ``summary.json`` — then the workers, the extras and the target, each group SIGTERM'd and
 SIGKILL'd after a grace period, so nothing outlives the CLI.
 
+The reference target can serve HTTPS (``target_tls``); when it makes its own certificate
+(``target_ca``) the stack has it write its CA to ``<run>/tls/target-ca.pem``, waits on
+``/readyz`` over verified HTTPS, and gives the Locust processes ``--ca-file`` (unless the campaign
+set one, or turned verification off). With ``dns_delay_ms`` a slow DNS server
+(``ramplab/stack/dns.py``) starts first, the target is addressed as ``dns_name`` and the Locust
+processes resolve it through that server (``--resolver``): DNS becomes a real, cacheable phase.
+
 Extension seams: ``worker_extensions`` add arguments per worker index (a per-worker metrics port,
 say), ``extras`` add whole processes with their readiness check (a Prometheus scraping them).
 """
 
 from __future__ import annotations
 
+import json
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -32,8 +41,9 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from ramplab.errors import FatalError
+from ramplab.stack.dns import DEFAULT_NAME
 from ramplab.stack.process import ManagedProcess, ProcessSpec, free_port
-from ramplab.stack.readiness import HttpReady, LogReady, PortReady, Readiness
+from ramplab.stack.readiness import DnsReady, HttpReady, LogReady, PortReady, Readiness
 
 __all__ = ["LocalStack", "StackConfig", "StackError", "WorkerExtension"]
 
@@ -74,6 +84,10 @@ class StackConfig:
     target_port: int | None = None  # of the local target; None: a free one at start
     target_env: dict[str, str] = field(default_factory=dict)
     target_workers: int = 1
+    target_tls: bool = False  # the local target serves HTTPS
+    target_ca: bool = False  # ... with a certificate it makes, its CA written for the clients
+    dns_delay_ms: float | None = None  # a slow DNS server for the target's name; None: none
+    dns_name: str = DEFAULT_NAME
     web_ui: bool = False
     health_timeout_s: float = 60.0
     python: str = sys.executable
@@ -89,6 +103,11 @@ class StackConfig:
     def progress_path(self) -> Path:
         return self.run_dir / "progress.json"
 
+    @property
+    def ca_path(self) -> Path:
+        """Where a target that makes its own certificate writes the CA clients trust."""
+        return self.run_dir / "tls" / "target-ca.pem"
+
 
 class LocalStack:
     """Start with ``start()``, wait for the master with ``wait()``, always ``stop()``."""
@@ -96,6 +115,9 @@ class LocalStack:
     def __init__(self, config: StackConfig) -> None:
         self.config = config
         self.target: ManagedProcess | None = None
+        self.dns: ManagedProcess | None = None
+        self.dns_port = 0
+        self._client_args: list[str] = []  # --ca-file, --resolver: known once the stack starts
         self.master: ManagedProcess | None = None
         self.workers: list[ManagedProcess] = []
         self.extras: list[ManagedProcess] = []
@@ -106,7 +128,7 @@ class LocalStack:
     @property
     def processes(self) -> list[ManagedProcess]:
         """Every process started, in start order."""
-        found = [self.target, *self.extras, self.master, *self.workers]
+        found = [self.dns, self.target, *self.extras, self.master, *self.workers]
         return [p for p in found if p is not None]
 
     # -- start ------------------------------------------------------------------------------
@@ -114,10 +136,21 @@ class LocalStack:
         cfg = self.config
         deadline = time.monotonic() + cfg.health_timeout_s
         if cfg.target_url is None:
+            host = "127.0.0.1"
+            if cfg.dns_delay_ms is not None:
+                self._start_dns(cfg.dns_delay_ms, deadline)
+                host = cfg.dns_name
+                self._client_args += ["--resolver", f"127.0.0.1:{self.dns_port}"]
+                on_step(f"DNS for {host} on 127.0.0.1:{self.dns_port} ({cfg.dns_delay_ms:g} ms)")
             port = cfg.target_port or free_port()
-            self.target_url = f"http://127.0.0.1:{port}"
+            scheme = "https" if cfg.target_tls else "http"
+            self.target_url = f"{scheme}://{host}:{port}"
             self.target = self._spawn(self._target_spec(port))
-            self._await(self.target, HttpReady(self.target_url + "/readyz"), deadline)
+            ca = cfg.ca_path if cfg.target_ca else None
+            ready = HttpReady(f"{scheme}://127.0.0.1:{port}/readyz", ca)
+            self._await(self.target, ready, deadline)
+            if ca is not None and not {"--ca-file", "--insecure"} & set(cfg.locust_args):
+                self._client_args += ["--ca-file", str(ca)]
             on_step(f"target ready on {self.target_url}")
         else:
             self._await_reachable(cfg.target_url, deadline)
@@ -142,11 +175,25 @@ class LocalStack:
     def _spawn(self, spec: ProcessSpec) -> ManagedProcess:
         return ManagedProcess(spec, self.config.log_dir).start()
 
+    def _start_dns(self, delay_ms: float, deadline: float) -> None:
+        cfg = self.config
+        self.dns_port = free_port(socket.SOCK_DGRAM)
+        argv = [cfg.python, "-m", "ramplab.stack.dns", "--port", str(self.dns_port),
+                "--delay-ms", repr(delay_ms), "--name", cfg.dns_name]  # fmt: skip
+        self.dns = self._spawn(ProcessSpec("dns", argv, {}, cfg.cwd))
+        self._await(self.dns, DnsReady(self.dns_port, cfg.dns_name), deadline)
+
     def _target_spec(self, port: int) -> ProcessSpec:
         cfg = self.config
         argv = [cfg.python, "-m", "target_service", "--host", "127.0.0.1", "--port", str(port),
                 "--workers", str(cfg.target_workers)]  # fmt: skip
-        return ProcessSpec("target", argv, dict(cfg.target_env), cfg.cwd)
+        env = dict(cfg.target_env)
+        if cfg.target_ca:
+            env["APP_TLS__CA_FILE"] = str(cfg.ca_path)
+            if cfg.dns_delay_ms is not None:  # the certificate must name what clients ask for
+                names = [cfg.dns_name, "localhost", "127.0.0.1"]
+                env.setdefault("APP_TLS__HOSTNAMES", json.dumps(names))
+        return ProcessSpec("target", argv, env, cfg.cwd)
 
     def _locust(self) -> list[str]:
         return [self.config.python, "-m", "locust", "-f", str(self.config.locustfile)]
@@ -171,12 +218,14 @@ class LocalStack:
                      "--web-port", str(self.web_port)]  # fmt: skip
         else:
             argv.append("--headless")
-        return ProcessSpec("master", [*argv, *cfg.locust_args], dict(cfg.locust_env), cfg.cwd)
+        argv += [*cfg.locust_args, *self._client_args]
+        return ProcessSpec("master", argv, dict(cfg.locust_env), cfg.cwd)
 
     def _worker_spec(self, index: int) -> ProcessSpec:
         cfg = self.config
         argv = [*self._locust(), "--worker", "--master-host", "127.0.0.1",
-                "--master-port", str(self.master_port), *cfg.locust_args]  # fmt: skip
+                "--master-port", str(self.master_port), *cfg.locust_args,
+                *self._client_args]  # fmt: skip
         for extension in cfg.worker_extensions:
             argv += extension.worker_args(index)
         return ProcessSpec(f"worker-{index + 1}", argv, dict(cfg.locust_env), cfg.cwd)
@@ -253,7 +302,7 @@ class LocalStack:
         codes: dict[str, int | None] = {}
         if self.master is not None:
             codes[self.master.name] = self.master.stop(master_grace_s, MASTER_SIGNALS)
-        for proc in [*self.workers, *self.extras, self.target]:
+        for proc in [*self.workers, *self.extras, self.target, self.dns]:
             if proc is not None:
                 codes[proc.name] = proc.stop(15.0 if proc is self.target else 10.0)
         return codes

@@ -21,9 +21,10 @@ from typing import IO
 __all__ = ["ManagedProcess", "ProcessSpec", "free_port"]
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (the OS picks it; the child binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+def free_port(kind: socket.SocketKind = socket.SOCK_STREAM) -> int:
+    """A free TCP (or, given ``SOCK_DGRAM``, UDP) port on 127.0.0.1 (the OS picks it; the child
+    binds it a moment later)."""
+    with socket.socket(socket.AF_INET, kind) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import re
 import socket
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import httpx
 
-__all__ = ["HttpReady", "LogReady", "PortReady", "Readiness"]
+from ramplab.measure.resolver import DnsResolver, ResolveError
+
+__all__ = ["DnsReady", "HttpReady", "LogReady", "PortReady", "Readiness"]
 
 
 class Readiness(Protocol):
@@ -23,11 +26,20 @@ class Readiness(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class HttpReady:
+    """``url`` answers 200; over HTTPS verified with ``ca_file`` (which the server may write only
+    as it starts: not there yet means not ready)."""
+
     url: str
+    ca_file: Path | None = None
 
     def ready(self) -> bool:
+        verify: ssl.SSLContext | bool = True
+        if self.ca_file is not None:
+            if not self.ca_file.is_file():
+                return False
+            verify = ssl.create_default_context(cafile=str(self.ca_file))
         try:
-            return httpx.get(self.url, timeout=1.0).status_code == 200
+            return httpx.get(self.url, timeout=1.0, verify=verify).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -49,6 +61,25 @@ class PortReady:
 
     def describe(self) -> str:
         return f"{self.host}:{self.port} accepting connections"
+
+
+@dataclass(frozen=True, slots=True)
+class DnsReady:
+    """A DNS server on loopback ``port`` answers an A query for ``name``."""
+
+    port: int
+    name: str
+    timeout_s: float = 1.0
+
+    def ready(self) -> bool:
+        try:
+            DnsResolver(("127.0.0.1", self.port)).resolve(self.name, self.timeout_s)
+        except (OSError, ResolveError):
+            return False
+        return True
+
+    def describe(self) -> str:
+        return f"an A record of {self.name} from 127.0.0.1:{self.port}/udp"
 
 
 @dataclass(frozen=True, slots=True)

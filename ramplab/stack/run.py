@@ -34,6 +34,7 @@ from ramplab.results.slo import Gate, evaluate_gates, print_gates
 from ramplab.results.summary import RunSummary
 from ramplab.stack import preflight
 from ramplab.stack.campaign import NAME_RULE, Campaign, is_valid_name
+from ramplab.stack.dns import DEFAULT_NAME
 from ramplab.stack.local import LocalStack, StackConfig, StackError
 from ramplab.stack.monitoring import Monitoring, find_prometheus, loopback_address
 from ramplab.stack.process import free_port
@@ -140,6 +141,10 @@ def _stack_config(request: RunRequest, run_dir: Path, gates: list[Gate]) -> Stac
         target_url=request.target_url,
         target_env=target_env,
         target_workers=campaign.target.workers,
+        target_tls=campaign.target.serves_tls,
+        target_ca=campaign.target.generates_tls,
+        dns_delay_ms=None if campaign.stack.dns is None else campaign.stack.dns.delay_ms,
+        dns_name=DEFAULT_NAME if campaign.stack.dns is None else campaign.stack.dns.name,
         web_ui=request.web_ui,
         health_timeout_s=campaign.stack.health_timeout_s,
     )

@@ -21,6 +21,7 @@ Analysis = Callable[[Path, "Manifest"], StudyResult]
 STUDIES: dict[str, str] = {
     "chunking": "ramplab.study.chunking:analyse",
     "decay": "ramplab.study.decay:analyse",
+    "decomposition": "ramplab.study.decomposition:analyse",
     "retries": "ramplab.study.retries:analyse",
 }
 
