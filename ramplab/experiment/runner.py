@@ -17,7 +17,6 @@ input, 4 a run failed, 3 a ``fail_if`` condition held or a run missed a gate, el
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,9 @@ from ramplab.experiment.manifest import Manifest, RunEntry, VariantEntry, now, s
 from ramplab.experiment.matrix import Experiment, Variant
 from ramplab.experiment.order import PlannedRun, plan_runs
 from ramplab.experiment.report import analyse_experiment, write_experiment_report
-from ramplab.stack.campaign import NAME_RULE, Campaign, is_valid_name, parse_campaign
+from ramplab.stack.campaign import Campaign, parse_campaign
 from ramplab.stack.rebuild import CAMPAIGN_FILE
+from ramplab.stack.resultsdir import new_results_dir
 from ramplab.stack.run import RunRequest, execute
 
 __all__ = ["run_campaign", "run_experiment"]
@@ -55,20 +55,6 @@ def run_campaign(variant: Variant, seed: int, source: str) -> tuple[Campaign, st
         data["workload"] = {**data.get("workload", {}), **{k: str(v) for k, v in files.items()}}
     header = f"# variant {variant.name} of {source}, seed {seed}\n"
     return campaign, header + yaml.safe_dump(data, sort_keys=False)
-
-
-def _directory(experiment: Experiment, results_dir: Path, name: str | None) -> Path:
-    if name is not None and not is_valid_name(name):
-        raise UsageError("--run-name", f"{name!r}: {NAME_RULE}")
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    directory = results_dir / (name or f"{experiment.name}-{stamp}")
-    if directory.exists():
-        raise UsageError("--run-name", f"{directory} already exists")
-    try:
-        directory.mkdir(parents=True)
-    except OSError as exc:
-        raise UsageError("--results-dir", f"{results_dir}: {exc.strerror}") from None
-    return directory
 
 
 def _manifest(experiment: Experiment, plan: list[PlannedRun], template: RunRequest) -> Manifest:
@@ -114,7 +100,7 @@ def run_experiment(
     experiment: Experiment, template: RunRequest, console: Console, name: str | None = None
 ) -> ExitCode:
     """Run every variant ``repeat`` times in the planned order under one directory; compare."""
-    directory = _directory(experiment, template.results_dir, name)
+    directory = new_results_dir(template.results_dir, name, experiment.name)
     (directory / CAMPAIGN_FILE).write_text(template.campaign_text, encoding="utf-8")
     plan = plan_runs(experiment)
     manifest = _manifest(experiment, plan, template)

@@ -59,6 +59,7 @@ from ramplab.stack.campaign import NAME_RULE, Campaign, is_valid_name
 from ramplab.stack.process import ManagedProcess, ProcessSpec, free_port
 from ramplab.stack.readiness import HttpReady
 from ramplab.stack.rebuild import CAMPAIGN_FILE
+from ramplab.stack.resultsdir import new_results_dir
 
 __all__ = ["SearchRequest", "execute_search"]
 
@@ -125,19 +126,6 @@ def check(request: SearchRequest) -> None:
         raise UsageError("--run-name", f"{request.run_name!r}: {NAME_RULE}")
     request.spec.check("search")
     preflight.check_campaign(probe_campaign(campaign, request.spec, request.spec.start_qps))
-
-
-def _directory(request: SearchRequest) -> Path:
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    name = request.run_name or f"{request.campaign.name}-search-{stamp}"
-    out = request.results_dir / name
-    if out.exists():
-        raise UsageError("--run-name", f"{out} already exists")
-    try:
-        (out / "logs").mkdir(parents=True)
-    except OSError as exc:
-        raise UsageError("--results-dir", f"{request.results_dir}: {exc.strerror}") from None
-    return out
 
 
 class _Target:
@@ -315,7 +303,8 @@ def execute_search(request: SearchRequest, console: Console) -> ExitCode:
     """Run the search; the probes' table and the answer on ``console``."""
     check(request)
     spec = request.spec
-    base = _directory(request)
+    base = new_results_dir(request.results_dir, request.run_name, request.campaign.name, "search")
+    (base / "logs").mkdir()
     (base / CAMPAIGN_FILE).write_text(request.campaign_text, encoding="utf-8")
     workers = request.workers or request.campaign.stack.workers
     data: dict[str, Any] = {

@@ -33,13 +33,14 @@ from ramplab.results.report import print_steps, write_report
 from ramplab.results.slo import Gate, evaluate_gates, print_gates
 from ramplab.results.summary import RunSummary
 from ramplab.stack import preflight
-from ramplab.stack.campaign import NAME_RULE, Campaign, is_valid_name
+from ramplab.stack.campaign import Campaign
 from ramplab.stack.dns import DEFAULT_NAME
 from ramplab.stack.local import LocalStack, StackConfig, StackError
 from ramplab.stack.monitoring import Monitoring, find_prometheus, loopback_address
 from ramplab.stack.process import free_port
 from ramplab.stack.progress import LiveProgress
 from ramplab.stack.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
+from ramplab.stack.resultsdir import new_results_dir
 
 __all__ = ["RunRequest", "execute"]
 
@@ -102,21 +103,6 @@ def _interruptible() -> Iterator[_SignalGuard]:
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
-
-
-def _run_dir(request: RunRequest) -> Path:
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    if request.run_name is not None and not is_valid_name(request.run_name):
-        raise UsageError("--run-name", f"{request.run_name!r}: {NAME_RULE}")
-    name = request.run_name or f"{request.campaign.name}-{stamp}"
-    run_dir = request.results_dir / name
-    if run_dir.exists():
-        raise UsageError("--run-name", f"{run_dir} already exists")
-    try:
-        (run_dir / "logs").mkdir(parents=True)
-    except OSError as exc:
-        raise UsageError("--results-dir", f"{request.results_dir}: {exc.strerror}") from None
-    return run_dir
 
 
 def _stack_config(request: RunRequest, run_dir: Path, gates: list[Gate]) -> StackConfig:
@@ -201,7 +187,8 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
     """Run the campaign; prints progress and the tables on ``console``, errors on stderr."""
     gates = _check(request)
     prometheus_bin = find_prometheus() if request.prometheus else None
-    run_dir = _run_dir(request)
+    run_dir = new_results_dir(request.results_dir, request.run_name, request.campaign.name)
+    (run_dir / "logs").mkdir()
     (run_dir / CAMPAIGN_FILE).write_text(request.campaign_text, encoding="utf-8")
     config = _stack_config(request, run_dir, gates)
     monitoring = _monitoring(request, run_dir, config, prometheus_bin)
