@@ -94,8 +94,13 @@ def _huggingface(path: Path, field: str) -> Tokenizer:
         tokenizer = HFTokenizer.from_file(str(path))
     except Exception as exc:  # the Rust side raises a bare Exception for any malformed file
         raise UsageError(field, f"{str(path)!r} is not a tokenizer.json: {exc}") from None
+    # Saved tokenizers often pad or truncate to the model's window (MiniLM: 128): a count must
+    # be neither.
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
     # The folder names the model (…/all-minilm-l6-v2/tokenizer.json); a renamed file names itself.
     label = path.parent.name if path.name == "tokenizer.json" and path.parent.name else path.stem
+    label = label.removesuffix(".tokenizer")
     return _HuggingFace(f"hf:{label}", tokenizer)
 
 
