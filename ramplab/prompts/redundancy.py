@@ -43,6 +43,9 @@ _HEADING_CLOSE = re.compile(r"[ \t]+#+[ \t]*$")
 _QUOTE = re.compile(r"^[ \t]{0,3}>[ \t]?")
 _BULLET = re.compile(r"^[ \t]*[-*+](?:[ \t]+|$)")
 _RULE_LINE = re.compile(r"^[ \t]{0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,}|={3,}[ \t]*)$")
+_BOTH = re.compile(
+    r"(?<![A-Za-z0-9*\\])\*\*\*(?=[^\s*])(.+?)(?<=[^\s*\\])\*\*\*(?![A-Za-z0-9*])"
+)
 _STRONG = re.compile(r"(?<![A-Za-z0-9*\\])\*\*(?=[^\s*])(.+?)(?<=[^\s*\\])\*\*(?![A-Za-z0-9*])")
 _EMPHASIS = re.compile(r"(?<![A-Za-z0-9*\\])\*(?=[^\s*])(.+?)(?<=[^\s*\\])\*(?![A-Za-z0-9*])")
 _CODE_SPAN = re.compile(r"(`+).*?\1")
@@ -90,7 +93,7 @@ def _blank_runs(texts: Sequence[str]) -> list[str]:
 
 def _emphasis(segment: str) -> str:
     while True:
-        stripped = _EMPHASIS.sub(r"\1", _STRONG.sub(r"\1", segment))
+        stripped = _EMPHASIS.sub(r"\1", _STRONG.sub(r"\1", _BOTH.sub(r"\1", segment)))
         if stripped == segment:
             return segment
         segment = stripped
