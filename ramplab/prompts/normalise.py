@@ -20,12 +20,15 @@ from ramplab.prompts.redundancy import RULE_NAMES, apply_rules
 
 __all__ = ["Normalised", "content_words", "normalise", "rules_kept"]
 
-_CONTENT_WORD = re.compile(r"[^\W_]+")
+# Han, kana and hangul are written without spaces: each character is a word of its own, so that
+# "并指出**性能问题**" and "并指出性能问题" hold the same words.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CONTENT_WORD = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
 
 
 def content_words(text: str) -> list[str]:
-    """The words of ``text`` that are not markup: maximal runs of letters and digits (a run of
-    CJK characters is one word)."""
+    """The words of ``text`` that are not markup: each CJK character, and every maximal run of
+    other letters and digits."""
     return _CONTENT_WORD.findall(text)
 
 
