@@ -11,7 +11,7 @@ so blank lines are free there and not with a BPE. Groups are the prompts' ``lang
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,7 @@ class Analysis:
         return [ALL] if whole else [ALL, *langs]
 
     def group(self, name: str) -> Group:
-        members = [p for p in self.prompts if name == ALL or p.lang == name]
+        members = [p for p in self.prompts if name in (ALL, p.lang)]
         kinds = [*RULE_NAMES, ALL]
         return Group(
             name=name,
@@ -78,7 +78,7 @@ class Analysis:
         )
 
 
-def _count(prompt: Prompt, tokenizer: Tokenizer, variants: dict[str, Sequence[str]]) -> Counted:
+def _count(prompt: Prompt, tokenizer: Tokenizer, variants: Mapping[str, Sequence[str]]) -> Counted:
     def tokens(texts: Sequence[str]) -> int:
         return sum(tokenizer.count(t) for t in texts)
 
@@ -93,7 +93,10 @@ def _count(prompt: Prompt, tokenizer: Tokenizer, variants: dict[str, Sequence[st
 def analyse(prompts: Sequence[Prompt], tokenizers: Sequence[Tokenizer]) -> list[Analysis]:
     """One ``Analysis`` per tokenizer, in the order given."""
     variants = [
-        {**{r: apply_rules(p.texts, [r]) for r in RULE_NAMES}, ALL: apply_rules(p.texts, RULE_NAMES)}
+        {
+            **{r: apply_rules(p.texts, [r]) for r in RULE_NAMES},
+            ALL: apply_rules(p.texts, RULE_NAMES),
+        }
         for p in prompts
     ]
     return [

@@ -36,7 +36,9 @@ def rules_kept(keep: Sequence[str], field: str = "--keep") -> list[str]:
     """The rules to apply: all but those in ``keep`` (unknown names are a ``UsageError``)."""
     for name in keep:
         if name not in RULE_NAMES:
-            raise UsageError(field, f"unknown rule {name!r}: expected one of {', '.join(RULE_NAMES)}")
+            raise UsageError(
+                field, f"unknown rule {name!r}: expected one of {', '.join(RULE_NAMES)}"
+            )
     return [r for r in RULE_NAMES if r not in keep]
 
 

@@ -42,10 +42,10 @@ _HEADING = re.compile(r"^[ \t]{0,3}#{1,6}(?:[ \t]+|$)")
 _HEADING_CLOSE = re.compile(r"[ \t]+#+[ \t]*$")
 _QUOTE = re.compile(r"^[ \t]{0,3}>[ \t]?")
 _BULLET = re.compile(r"^[ \t]*[-*+](?:[ \t]+|$)")
-_RULE_LINE = re.compile(r"^[ \t]{0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,}|={3,}[ \t]*)$")
-_BOTH = re.compile(
-    r"(?<![A-Za-z0-9*\\])\*\*\*(?=[^\s*])(.+?)(?<=[^\s*\\])\*\*\*(?![A-Za-z0-9*])"
+_RULE_LINE = re.compile(
+    r"^[ \t]{0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,}|={3,}[ \t]*)$"
 )
+_BOTH = re.compile(r"(?<![A-Za-z0-9*\\])\*\*\*(?=[^\s*])(.+?)(?<=[^\s*\\])\*\*\*(?![A-Za-z0-9*])")
 _STRONG = re.compile(r"(?<![A-Za-z0-9*\\])\*\*(?=[^\s*])(.+?)(?<=[^\s*\\])\*\*(?![A-Za-z0-9*])")
 _EMPHASIS = re.compile(r"(?<![A-Za-z0-9*\\])\*(?=[^\s*])(.+?)(?<=[^\s*\\])\*(?![A-Za-z0-9*])")
 _CODE_SPAN = re.compile(r"(`+).*?\1")
@@ -85,9 +85,8 @@ def _trailing_whitespace(texts: Sequence[str]) -> list[str]:
 def _blank_runs(texts: Sequence[str]) -> list[str]:
     out = []
     for text in texts:
-        text = _BLANK_RUN.sub("\n\n", text)
-        text = _LEADING_BLANKS.sub("", text)
-        out.append(_TRAILING_BLANKS.sub("\n", text))
+        collapsed = _LEADING_BLANKS.sub("", _BLANK_RUN.sub("\n\n", text))
+        out.append(_TRAILING_BLANKS.sub("\n", collapsed))
     return out
 
 

@@ -469,17 +469,16 @@ def search(
     raise typer.Exit(int(code))
 
 
-# `ramplab prompts`: token inflation of prompt files (study §3.3, ramplab/prompts, docs/prompts.md).
+# `ramplab prompts`: token inflation of prompt files (study §3.3; ramplab/prompts, docs/prompts.md)
 prompts_app = typer.Typer(
-    help="Prompt token inflation (study §3.3): what each kind of redundancy costs, and removing it.",
+    help="Prompt token inflation (study §3.3): what each kind of redundancy costs; removing it.",
     no_args_is_help=True,
 )
 app.add_typer(prompts_app, name="prompts")
 PromptFileArg = Annotated[
     Path,
     typer.Argument(
-        help="JSONL ({\"prompt\"} or {\"messages\"} per line, optional \"lang\") or a plain-text "
-        "prompt.",
+        help='JSONL ({"prompt"} or {"messages"} per line, optional "lang") or a plain-text prompt.',
         show_default=False,
     ),
 ]
