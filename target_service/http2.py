@@ -19,8 +19,6 @@ its own socket sharing and signal handling; the settings refuse ``workers > 1`` 
 
 from __future__ import annotations
 
-import asyncio
-
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config
 from starlette.applications import Starlette
