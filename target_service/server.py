@@ -1,4 +1,5 @@
-"""Start-up: settings, the embedded Redis, the metrics directory, then uvicorn.
+"""Start-up: settings, the embedded Redis, the metrics directory, then uvicorn (hypercorn for
+``http = "2"``, ``http2.py``).
 
 With ``--workers N > 1`` uvicorn runs N processes on one shared listening socket. Anything they
 must share is prepared here, once, in the parent: the embedded Redis (its URL reaches the workers as
@@ -24,6 +25,7 @@ from starlette.applications import Starlette
 from target_service.app import create_app
 from target_service.embedded_redis import EmbeddedRedis
 from target_service.errors import StartupError
+from target_service.http2 import serve_h2
 from target_service.settings import Settings, load_settings
 from target_service.tls import TlsFiles, prepare_tls
 from target_service.tracing import require_sdk
@@ -81,6 +83,11 @@ def serve(settings: Settings, tls: TlsFiles | None = None) -> None:
         }
         if tls is not None:
             options.update(ssl_certfile=tls.cert_file, ssl_keyfile=tls.key_file)
+        if settings.http == "2":
+            app = create_app(settings)
+            settle_gc()
+            serve_h2(app, settings, tls)
+            return
         if settings.workers == 1:
             app = create_app(settings)
             settle_gc()

@@ -249,6 +249,11 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     workers: int = Field(1, ge=1, le=64)
+    # "1.1": uvicorn (httptools); "2": hypercorn, h2 by ALPN over TLS or prior knowledge on
+    # cleartext, HTTP/1.1 too (``http2.py``: why the flow-control window is the client's to set).
+    http: Literal["1.1", "2"] = "1.1"
+    h2_max_frame_bytes: int = Field(16_384, ge=16_384, le=16_777_215)  # RFC 9113 §6.5.2 bounds
+    h2_max_streams: int = Field(100, ge=1)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     models: list[str] = Field(default_factory=lambda: ["ramplab-sim-1"], min_length=1)
     seed: int = 0
@@ -272,6 +277,13 @@ class Settings(BaseSettings):
     stream: StreamSettings = Field(default_factory=StreamSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     tls: TlsSettings = Field(default_factory=TlsSettings)
+
+    @model_validator(mode="after")
+    def _one_process_for_h2(self) -> Settings:
+        if self.http == "2" and self.workers > 1:
+            raise ValueError(f"workers={self.workers} with http=\"2\": the HTTP/2 server "
+                             "(hypercorn) runs one process here; use workers=1")  # fmt: skip
+        return self
 
     @model_validator(mode="after")
     def _check_redis_url(self) -> Settings:

@@ -9,7 +9,15 @@ the trace callback picks it up from ``connection.connect_tcp.complete``.
 Switches (so their effect can be measured, §4.1): DNS caching, connection reuse (keep-alive vs a
 new connection per request), TLS verification (on unless turned off explicitly, custom CA bundle),
 and the DNS server names are resolved with (``resolver.py``: the system's ``getaddrinfo`` unless
-one is named).
+one is named), HTTP/2 (``http2``: h2 only, by ALPN over TLS or prior knowledge on cleartext) and
+its receive window (``h2_window``, ``h2window.py``).
+
+Phases over HTTP/2: httpcore traces the same connection events (``connection.connect_tcp``,
+``connection.start_tls``: once per connection) and ``http2.*`` instead of ``http11.*`` request
+events, so dns, connect, tls, send and wait keep their meaning. The h2 connection preface and
+SETTINGS (``http2.send_connection_init``, new connections only) are counted in send. Not
+available on h2: anything per frame — how long a response waited for a WINDOW_UPDATE shows only
+as a longer stream phase.
 
 Each streaming user gets a client of its own (one connection, like Locust's ``HttpUser``), all of
 a process sharing one TLS context and one DNS cache: httpcore's pool walks every connection it
@@ -29,11 +37,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import httpcore
 import httpx
 
+from ramplab.measure.h2window import WindowedPool
 from ramplab.measure.resolver import DnsResolver, ResolveError
 
 Clock = Callable[[], float]
@@ -65,6 +75,10 @@ class ClientOptions:
     read_timeout_s: float = 60.0  # longest silence between two reads
     max_connections: int = 10_000
     resolver: tuple[str, int] | None = None  # a DNS server to ask; None: the system's resolver
+    # HTTP/2 only (h2 by ALPN over TLS, prior knowledge on cleartext): never a silent fallback
+    # to HTTP/1.1 that would measure the wrong protocol.
+    http2: bool = False
+    h2_window: int | None = None  # receive window in bytes (``h2window.py``); None: httpcore's
 
 
 # SO_TIMESTAMPNS (asm-generic/socket.h; Python's socket module does not export it): the kernel
@@ -275,8 +289,13 @@ class TimedTransport(httpx.HTTPTransport):
             dns = DnsCache()
         # Replacing the pool is the one way to give httpx's own transport a network backend;
         # httpx is pinned below 0.29, where ``_pool`` is what ``handle_request`` uses.
-        self._pool = httpcore.ConnectionPool(
+        pool: Callable[..., httpcore.ConnectionPool] = httpcore.ConnectionPool
+        if options.http2 and options.h2_window is not None:
+            pool = partial(WindowedPool, options.h2_window)
+        self._pool = pool(
             ssl_context=tls,
+            http1=not options.http2,
+            http2=options.http2,
             max_connections=options.max_connections,
             max_keepalive_connections=None if options.reuse_connections else 0,
             keepalive_expiry=None if options.reuse_connections else 0.0,
@@ -329,9 +348,17 @@ class PhaseTrace:
             if isinstance(stream, TimedStream):
                 self.dns_s = stream.dns_s
 
+    def _mark(self, name: str) -> float | None:
+        """An event of the request's protocol: httpcore names them ``http11.*`` or ``http2.*``."""
+        if name.startswith("http."):
+            event = name.removeprefix("http.")
+            found = self.marks.get("http11." + event)
+            return found if found is not None else self.marks.get("http2." + event)
+        return self.marks.get(name)
+
     def _span(self, start: str, end: str) -> float | None:
-        a = self.marks.get(start)
-        b = self.marks.get(end)
+        a = self._mark(start)
+        b = self._mark(end)
         return None if a is None or b is None else b - a
 
     def phases_ms(self) -> dict[str, float]:
@@ -347,13 +374,18 @@ class PhaseTrace:
             out["connect"] = 0.0  # a reused keep-alive connection
         tls = self._span("connection.start_tls.started", "connection.start_tls.complete")
         out["tls"] = (tls or 0.0) * 1000.0
+        # h2's connection preface and SETTINGS, written once per connection before the first
+        # request's headers, count as that request's send.
         send = self._span(
-            "http11.send_request_headers.started", "http11.send_request_body.complete"
+            "http2.send_connection_init.started"
+            if "http2.send_connection_init.started" in self.marks
+            else "http.send_request_headers.started",
+            "http.send_request_body.complete",
         )
         if send is not None:
             out["send"] = send * 1000.0
         wait = self._span(
-            "http11.send_request_body.complete", "http11.receive_response_headers.complete"
+            "http.send_request_body.complete", "http.receive_response_headers.complete"
         )
         if wait is not None:
             out["wait"] = wait * 1000.0
@@ -363,15 +395,15 @@ class PhaseTrace:
     def went_out(self) -> float | None:
         """When the request reached the network: connect started, or its first header written."""
         marks = [
-            self.marks[name]
-            for name in ("connection.connect_tcp.started", "http11.send_request_headers.started")
-            if name in self.marks
+            mark
+            for name in ("connection.connect_tcp.started", "http.send_request_headers.started")
+            if (mark := self._mark(name)) is not None
         ]
         return min(marks) if marks else None
 
     @property
     def headers_at(self) -> float | None:
-        return self.marks.get("http11.receive_response_headers.complete")
+        return self._mark("http.receive_response_headers.complete")
 
     @property
     def connected(self) -> bool:

@@ -42,6 +42,8 @@ def client_options(settings: UserSettings) -> ClientOptions:
         ca_file=settings.ca_file,
         dns_cache=settings.dns_cache,
         reuse_connections=settings.reuse_connections,
+        http2=settings.http2,
+        h2_window=settings.h2_window,
         resolver=parse_address(settings.resolver, "--resolver") if settings.resolver else None,
         connect_timeout_s=settings.connect_timeout_s,
         read_timeout_s=settings.read_timeout_s,

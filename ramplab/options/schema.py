@@ -178,6 +178,12 @@ OPTIONS: tuple[Option, ...] = (
     _stream("--new-connection-per-request", kinds.SWITCH_OFF, True, "no keep-alive",
             dest="reuse_connections", env="RAMPLAB_NEW_CONNECTION", setting="reuse_connections",
             campaign="workload.reuse_connections"),
+    _stream("--http2", kinds.SWITCH_ON, False,
+            "speak HTTP/2 only (h2 by ALPN over TLS, prior knowledge on cleartext)",
+            campaign="workload.http2"),
+    _stream("--h2-window", kinds.integer(1), None,
+            "HTTP/2 receive window in bytes (SETTINGS_INITIAL_WINDOW_SIZE; default: httpcore's "
+            "16 MiB)", campaign="workload.h2_window"),
     # The run's results directory is the stack's to choose, not the campaign's.
     _stream("--results-dir", kinds.TEXT, None, "write requests.jsonl and summary.json here",
             to_setting=_path),

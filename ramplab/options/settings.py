@@ -64,6 +64,8 @@ class UserSettings:
     dns_cache: bool = _USER["dns_cache"]
     resolver: str | None = _USER["resolver"]  # HOST:PORT; None: the system's resolver
     reuse_connections: bool = _USER["reuse_connections"]
+    http2: bool = _USER["http2"]
+    h2_window: int | None = _USER["h2_window"]  # bytes; None: httpcore's own window
     results_dir: Path | None = _USER["results_dir"]
     seed: int | None = _USER["seed"]
     # Content integrity (integrity.py): off unless asked for, it relies on a target extension.
@@ -83,6 +85,8 @@ class UserSettings:
             raise UsageError("--prompts-file", f"{str(self.prompts_file)!r}: no such file")
         if self.ca_file is not None and not Path(self.ca_file).is_file():
             raise UsageError("--ca-file", f"{self.ca_file!r}: no such file")
+        if self.h2_window is not None and not self.http2:
+            raise UsageError("--h2-window", "sets the HTTP/2 window: it needs --http2")
         return self
 
 

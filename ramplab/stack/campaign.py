@@ -117,6 +117,8 @@ class Workload(_Strict):
     dns_cache: bool = _default("workload.dns_cache")
     resolver: str | None = _default("workload.resolver")
     reuse_connections: bool = _default("workload.reuse_connections")
+    http2: bool = _default("workload.http2")
+    h2_window: int | None = _default("workload.h2_window")
     verify_signature: bool = _default("workload.verify_signature")
     verify_text: bool = _default("workload.verify_text")
     jwks_path: str = _default("workload.jwks_path")

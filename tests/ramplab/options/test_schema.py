@@ -75,6 +75,8 @@ def campaign_samples(tmp_path: Path) -> dict[str, Any]:
         "workload.dns_cache": False,
         "workload.resolver": "127.0.0.1:5353",
         "workload.reuse_connections": False,
+        "workload.http2": True,
+        "workload.h2_window": 4096,
         "workload.verify_signature": True,
         "workload.verify_text": True,
         "workload.jwks_path": "/keys",
@@ -191,7 +193,7 @@ def test_environment_variable_names_stay_what_compose_files_use() -> None:
         "CHUNK_SIZE", "TEMPERATURE", "EXTRA_BODY", "EXTRA_HEADERS", "NO_STREAM", "NO_USAGE",
         "API_PATH", "REQUEST_TIMEOUT", "CONNECT_TIMEOUT", "READ_TIMEOUT", "AUTH", "API_KEY",
         "CLIENT_ID", "CLIENT_SECRET", "TOKEN_PATH", "INSECURE", "CA_FILE", "NO_DNS_CACHE",
-        "RESOLVER", "NEW_CONNECTION", "RESULTS_DIR", "WORKLOAD_SEED", "VERIFY_SIGNATURE",
+        "RESOLVER", "NEW_CONNECTION", "HTTP2", "H2_WINDOW", "RESULTS_DIR", "WORKLOAD_SEED", "VERIFY_SIGNATURE",
         "VERIFY_TEXT", "JWKS_PATH", "METRICS_PORT", "METRICS_HOST", "MASTER_METRICS_PORT",
         "METRICS_LINGER", "RUN_ID", "SCENARIO", "SHAPE", "MODE", "ARRIVALS", "SEED", "OVERFLOW",
         "MAX_USERS", "HEADROOM", "DURATION_PRIOR", "RETRY", "SLO", "GATE", "OUTAGE", "ADMIN_TOKEN",
@@ -275,6 +277,7 @@ BAD: dict[str, str] = {
     "--ramplab-outage": "5s",
     "--ramplab-drain": "-1",
     "--resolver": "127.0.0.1",
+    "--h2-window": "0",
 }
 
 
