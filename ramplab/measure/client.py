@@ -290,7 +290,7 @@ class TimedTransport(httpx.HTTPTransport):
         # Replacing the pool is the one way to give httpx's own transport a network backend;
         # httpx is pinned below 0.29, where ``_pool`` is what ``handle_request`` uses.
         pool: Callable[..., httpcore.ConnectionPool] = httpcore.ConnectionPool
-        if options.http2 and options.h2_window is not None:
+        if options.http2:  # h2window.py: the window, and idle connections the server closed
             pool = partial(WindowedPool, options.h2_window)
         self._pool = pool(
             ssl_context=tls,

@@ -18,6 +18,13 @@ httpcore creates its HTTP/2 connection inside ``HTTPConnection.handle_request``,
 class used means a connection and a pool that pick it (``WindowedConnection``,
 ``WindowedPool``); both overrides copy httpcore 1.0's code for those methods, apart from the
 lines marked. The version is pinned through httpx (<0.29 → httpcore 1.x).
+
+The same classes serve every h2 client, with ``window=None`` keeping httpcore's own windows,
+because of one more override, ``has_expired``: httpcore's HTTP/1.1 connection treats an idle
+socket that has turned readable as closed by the server, its HTTP/2 connection does not. A
+server that closes idle h2 connections (hypercorn after 5 s: GOAWAY, then FIN) therefore had its
+closed connection reused, and the request failed "Server disconnected" — 39 of 88 requests of
+the first h2 run of ``campaigns/decomposition.yaml``, where each user sends about every 10 s.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import h2.settings
 import httpcore
 from httpcore._models import Origin, Request, Response
 from httpcore._sync.connection import HTTPConnection
-from httpcore._sync.http2 import HTTP2Connection, has_body_headers
+from httpcore._sync.http2 import HTTP2Connection, HTTPConnectionState, has_body_headers
 from httpcore._sync.http11 import HTTP11Connection
 
 H2_DEFAULT_WINDOW = 65_535  # RFC 9113 §6.9.2: every window starts here
@@ -34,19 +41,31 @@ H2_MAX_WINDOW = 2**31 - 1
 
 
 class WindowedHTTP2Connection(HTTP2Connection):
-    """httpcore's HTTP/2 connection with a receive window of ``window`` bytes."""
+    """httpcore's HTTP/2 connection with a receive window of ``window`` bytes (``None``:
+    httpcore's), which notices a connection the server closed while it was idle."""
 
     def __init__(
         self,
         origin: Origin,
         stream: httpcore.NetworkStream,
         keepalive_expiry: float | None,
-        window: int,
+        window: int | None,
     ) -> None:
         super().__init__(origin=origin, stream=stream, keepalive_expiry=keepalive_expiry)
         self.window = window
 
+    def has_expired(self) -> bool:
+        # ours (module docstring): an idle connection whose socket has data or EOF waiting was
+        # closed by the server (GOAWAY); a benign frame (a late PING) costs one new connection.
+        if super().has_expired():
+            return True
+        idle = self._state == HTTPConnectionState.IDLE
+        return idle and bool(self._network_stream.get_extra_info("is_readable"))
+
     def _send_connection_init(self, request: Request) -> None:
+        if self.window is None:
+            super()._send_connection_init(request)
+            return
         self._h2_state.local_settings = h2.settings.Settings(
             client=True,
             initial_values={
@@ -63,6 +82,9 @@ class WindowedHTTP2Connection(HTTP2Connection):
         self._write_outgoing_data(request)
 
     def _send_request_headers(self, request: Request, stream_id: int) -> None:
+        if self.window is None:
+            super()._send_request_headers(request, stream_id)
+            return
         end_stream = not has_body_headers(request)
         authority = next(v for k, v in request.headers if k.lower() == b"host")
         headers = [
@@ -83,7 +105,7 @@ class WindowedHTTP2Connection(HTTP2Connection):
 class WindowedConnection(HTTPConnection):
     """``HTTPConnection`` that makes a ``WindowedHTTP2Connection`` where h2 is spoken."""
 
-    def __init__(self, window: int, **kwargs: object) -> None:
+    def __init__(self, window: int | None, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.window = window
 
@@ -117,10 +139,11 @@ class WindowedConnection(HTTPConnection):
 
 
 class WindowedPool(httpcore.ConnectionPool):
-    """A connection pool (no proxies) whose h2 connections receive with a ``window``-byte window."""
+    """A connection pool (no proxies) whose h2 connections receive with a ``window``-byte window
+    (``None``: httpcore's) and drop a connection the server closed while it was idle."""
 
-    def __init__(self, window: int, **kwargs: object) -> None:
-        if not 1 <= window <= H2_MAX_WINDOW:
+    def __init__(self, window: int | None, **kwargs: object) -> None:
+        if window is not None and not 1 <= window <= H2_MAX_WINDOW:
             raise ValueError(f"h2 window {window} outside 1 … {H2_MAX_WINDOW} bytes")
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.window = window
