@@ -64,6 +64,8 @@ class RequestRecord:
     # them (the reference target's ``timing_detail`` extension): for checking our own accuracy.
     server_events_ms: list[float] = field(default_factory=list)
     integrity: str | None = None  # "verified" / "failed" with --verify-signature, else None
+    # What the prompt source said about this request's prompt (the needle cell: needle.py).
+    prompt_labels: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         # Field by field, not ``dataclasses.asdict``: that deep-copies every value and cost
@@ -75,6 +77,7 @@ class RequestRecord:
         data["server_timing_ms"] = dict(self.server_timing_ms)
         data["tokens_per_event"] = list(self.tokens_per_event)
         data["server_events_ms"] = list(self.server_events_ms)
+        data["prompt_labels"] = dict(self.prompt_labels)
         return data
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ramplab.errors import UsageError
+from ramplab.measure.needle import NeedlePrompts, parse_needle
 from ramplab.options.settings import UserSettings
 
 Messages = list[dict[str, Any]]
@@ -88,6 +89,8 @@ def prompt_source(
     settings: UserSettings, rng: random.Random, loaded: Sequence[Messages] | None = None
 ) -> PromptSource:
     """The prompts of one user; ``loaded`` is the file's prompts read once per process."""
+    if settings.needle:  # long-context needle contexts (needle.py); the cell: prompt_labels
+        return NeedlePrompts(parse_needle(settings.needle), rng)
     if settings.prompts_file is not None:
         prompts = loaded if loaded is not None else load_prompts(settings.prompts_file)
         return FilePrompts(prompts, start=rng.randrange(1 << 30))

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ramplab.errors import UsageError
+from ramplab.measure.needle import needle_option
 from ramplab.options import kinds
 from ramplab.options.kinds import Kind
 
@@ -128,6 +130,10 @@ OPTIONS: tuple[Option, ...] = (
     _stream("--prompts-file", kinds.TEXT, None,
             'JSONL of prompts ({"prompt"} or {"messages"} per line)',
             campaign="workload.prompts_file", to_setting=_path),
+    _stream("--needle", kinds.Kind("needle JSON", needle_option, json.dumps), {},
+            'long-context needle prompts (§3.2): JSON {"lengths": [tokens, ...], '
+            '"depths": [0..1, ...], "shared_prefix": true, "seed": 0}',
+            campaign="workload.needle"),
     _stream("--prompt-tokens", _POSITIVE, 128, "synthetic prompt length, mean tokens",
             campaign="workload.prompt_tokens"),
     _stream("--prompt-tokens-std", _NON_NEGATIVE, 0.0, "synthetic prompt length, std-dev",

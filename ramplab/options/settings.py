@@ -40,6 +40,7 @@ class UserSettings:
 
     model: str | None = _USER["model"]  # None: the first model of GET /v1/models
     prompts_file: Path | None = _USER["prompts_file"]  # JSONL; None: synthetic prompts
+    needle: dict[str, Any] = field(default_factory=lambda: dict(_USER["needle"]))  # {}: off
     prompt_tokens: int = _USER["prompt_tokens"]
     prompt_tokens_std: float = _USER["prompt_tokens_std"]
     max_tokens: int = _USER["max_tokens"]

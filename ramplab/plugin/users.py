@@ -80,6 +80,7 @@ class LLMStreamUser(User):
         body = request_body(settings, self.shared.model(), self.prompts.next())
         record = self.chain.run(body, settings.extra_headers, intended_start, step, target_qps)
         self.finish_record(record)
+        record.prompt_labels = dict(getattr(self.prompts, "prompt_labels", None) or {})
         self._fire(record)
         self.shared.emit(record)
         return record

@@ -95,6 +95,7 @@ class Workload(_Strict):
     max_tokens: int = _default("workload.max_tokens")
     ignore_eos: bool = _default("workload.ignore_eos")
     chunk_size: int | None = _default("workload.chunk_size")
+    needle: dict[str, Any] = _default("workload.needle")  # ramplab/measure/needle.py
     prompt_tokens: int = _default("workload.prompt_tokens")
     prompt_tokens_std: float = _default("workload.prompt_tokens_std")
     prompts_file: Path | None = Field(  # YAML gives a str

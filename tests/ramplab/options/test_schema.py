@@ -51,6 +51,7 @@ def campaign_samples(tmp_path: Path) -> dict[str, Any]:
     return {
         "workload.model": "m1",
         "workload.prompts_file": tmp_path / "prompts.jsonl",
+        "workload.needle": {"lengths": [100], "depths": [0.5], "shared_prefix": False, "seed": 3},
         "workload.prompt_tokens": 17,
         "workload.prompt_tokens_std": 2.5,
         "workload.max_tokens": 33,
@@ -190,6 +191,7 @@ def test_environment_variable_names_stay_what_compose_files_use() -> None:
     # Renaming one silently breaks users' compose files and shells: change it on purpose only.
     assert {o.env.removeprefix("RAMPLAB_") for o in schema.OPTIONS} == {
         "MODEL", "PROMPTS_FILE", "PROMPT_TOKENS", "PROMPT_TOKENS_STD", "MAX_TOKENS", "IGNORE_EOS",
+        "NEEDLE",
         "CHUNK_SIZE", "TEMPERATURE", "EXTRA_BODY", "EXTRA_HEADERS", "NO_STREAM", "NO_USAGE",
         "API_PATH", "REQUEST_TIMEOUT", "CONNECT_TIMEOUT", "READ_TIMEOUT", "AUTH", "API_KEY",
         "CLIENT_ID", "CLIENT_SECRET", "TOKEN_PATH", "INSECURE", "CA_FILE", "NO_DNS_CACHE",
@@ -245,6 +247,7 @@ def test_a_default_campaign_still_passes_every_value() -> None:
 # A value each option's kind refuses, on the command line.
 BAD: dict[str, str] = {
     "--prompt-tokens": "0",
+    "--needle": '{"lengths": [8], "depths": [0.5]}',
     "--prompt-tokens-std": "-1",
     "--max-tokens": "many",
     "--chunk-size": "0",
