@@ -22,6 +22,7 @@ STUDIES: dict[str, str] = {
     "chunking": "ramplab.study.chunking:analyse",
     "decay": "ramplab.study.decay:analyse",
     "decomposition": "ramplab.study.decomposition:analyse",
+    "needle": "ramplab.study.needle:analyse",
     "retries": "ramplab.study.retries:analyse",
 }
 
