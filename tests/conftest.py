@@ -42,6 +42,7 @@ TIMING = (
     "tests/ramplab/plugin/test_openloop_runs.py::test_no_drift_over_a_long_stage",
     "tests/ramplab/study/test_chunking_run.py",
     "tests/ramplab/study/test_decay_run.py",
+    "tests/ramplab/study/test_needle_run.py",
     "tests/ramplab/experiment/test_search_cli.py::test_search_finds_the_targets_capacity",
 )
 
