@@ -190,12 +190,12 @@ def _cell_table(variant: Variant, grid: Mapping[tuple[int, float], Cell]) -> Stu
             round(cell.ttlt_ms, 1), predicted,
             None if cell.cached_tokens is None else round(cell.cached_tokens),
         ])  # fmt: skip
-    return StudyTable(
-        f"{variant.name}: median TTFT and TTLT per cell",
-        ["context tokens", "depth", "requests", "TTFT p50 ms", "TTLT p50 ms",
-         "model prefill ms", "cached tokens (reported, mean)"],
-        rows,
-    )  # fmt: skip
+    headers = ["context tokens", "depth", "requests", "TTFT p50 ms", "TTLT p50 ms",
+               "model prefill ms", "cached tokens (reported, mean)"]  # fmt: skip
+    if all(cell.cached_tokens is None for cell in grid.values()):
+        # The server reported no cached_tokens (or the records do not carry them): no column.
+        headers, rows = headers[:-1], [row[:-1] for row in rows]
+    return StudyTable(f"{variant.name}: median TTFT and TTLT per cell", headers, rows)
 
 
 def _fit_table(fits: Sequence[tuple[Variant, Fit]]) -> StudyTable:
