@@ -50,7 +50,7 @@ from target_service.scheduler import Scheduler, Slot
 from target_service.settings import Settings
 from target_service.signing import SIGNATURE_COMMENT, Signature, Signer, signed_message
 from target_service.textgen import generate_tokens
-from target_service.tokenizer import Tokenizer
+from target_service.tokenizer import ApproxTokenizer, Tokenizer
 from target_service.usage import UsageStore
 from target_service.wire import DONE_EVENT, ChatCompletionRequest, ChunkEncoder, completion_body
 
@@ -133,7 +133,13 @@ class Generator:
                 param="model",
             )
         prompt_text = request.prompt_text()
-        prompt_tokens = self.tokenizer.count(prompt_text)
+        cache = self.prefix_cache if self.prefix_cache and self.prefix_cache.enabled else None
+        blocks = cache.scan(prompt_text) if cache else None
+        prompt_tokens = (
+            blocks.tokens  # the same count, from the pass that cut the blocks
+            if blocks is not None and isinstance(self.tokenizer, ApproxTokenizer)
+            else self.tokenizer.count(prompt_text)
+        )
         limits = self.settings.output
         max_tokens = request.requested_max_tokens() or limits.default_max_tokens
         if prompt_tokens + max_tokens > limits.max_model_len:
@@ -157,17 +163,15 @@ class Generator:
         admitted = self.clock.now()
         self.metrics.queue_wait.observe(admitted - arrival)
         tracing.event("queue", wait_ms=(admitted - arrival) * 1000)
-        cache = self.prefix_cache if self.prefix_cache and self.prefix_cache.enabled else None
-        lookup = cache.lookup(prompt_text, prompt_tokens) if cache else None
-        cached_tokens = lookup.cached_tokens if lookup else None
+        cached_tokens = cache.lookup(blocks.hashes, prompt_tokens) if cache and blocks else None
         prefill_s = self.model.prefill_s(prompt_tokens, cached_tokens or 0)
         try:
             await self.clock.sleep_until(admitted + prefill_s)
         except BaseException:
             slot.release()
             raise
-        if cache and lookup:
-            cache.insert(lookup.hashes)
+        if cache and blocks:
+            cache.insert(blocks.hashes)
         self.metrics.prefill.observe(prefill_s)
         self.metrics.prompt_tokens_total.inc(prompt_tokens)
         tracing.event("prefill", prefill_ms=prefill_s * 1000, prompt_tokens=prompt_tokens)

@@ -14,7 +14,8 @@ Decisions, defended here because they shape the numbers:
   tokenizer's counts put them; a block's hash covers its text up to the end of its last token,
   whitespace included. One pass of a regex over the prompt and one built-in ``hash`` per block:
   Python's string hash (SipHash) is randomised per process, which is fine because each process
-  has its own cache.
+  has its own cache. The same pass yields the token count, so with the approximate tokenizer a
+  request with the cache on still reads its prompt once (``bench/prefix_cache.py``).
 * **Per process.** Each worker process keeps its own LRU, as each GPU's engine does; with several
   workers a repeated prompt hits only when it reaches the process that saw it. No Redis round
   trip on the hot path.
@@ -40,15 +41,26 @@ _PIECES = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 _CHARS_PER_TOKEN = 4
 
 
-def block_hashes(text: str, block_tokens: int) -> list[int]:
-    """Chained hashes of the whole blocks of ``block_tokens`` tokens that start ``text``."""
+@dataclass(frozen=True, slots=True)
+class PromptBlocks:
+    """A prompt's token count (the approximate tokenizer's) and its whole blocks' hashes."""
+
+    tokens: int
+    hashes: list[int]
+
+
+def scan(text: str, block_tokens: int) -> PromptBlocks:
+    """One pass over ``text``: its approximate token count and the chained hashes of the whole
+    blocks of ``block_tokens`` tokens that start it."""
     hashes: list[int] = []
     previous = 0
     start = 0
     in_block = 0
+    total = 0
     for match in _PIECES.finditer(text):
         begin, end = match.span()
         tokens = (end - begin + _CHARS_PER_TOKEN - 1) // _CHARS_PER_TOKEN
+        total += tokens
         while in_block + tokens >= block_tokens:
             # The block ends inside (or at the end of) this piece, after ``needed`` of its tokens.
             needed = block_tokens - in_block
@@ -60,15 +72,12 @@ def block_hashes(text: str, block_tokens: int) -> list[int]:
             tokens -= needed
             in_block = 0
         in_block += tokens
-    return hashes
+    return PromptBlocks(total, hashes)
 
 
-@dataclass(frozen=True, slots=True)
-class PrefixLookup:
-    """One prompt's blocks and how many of its leading tokens the cache holds."""
-
-    hashes: list[int]
-    cached_tokens: int
+def block_hashes(text: str, block_tokens: int) -> list[int]:
+    """Chained hashes of the whole blocks of ``block_tokens`` tokens that start ``text``."""
+    return scan(text, block_tokens).hashes
 
 
 class PrefixCache:
@@ -88,10 +97,14 @@ class PrefixCache:
         """Tokens this process's cache holds now."""
         return len(self._blocks) * self.settings.block_tokens
 
-    def lookup(self, text: str, prompt_tokens: int) -> PrefixLookup:
-        """The longest cached prefix of whole blocks; counted in the hit/lookup metrics."""
+    def scan(self, text: str) -> PromptBlocks:
+        """The prompt's blocks, cut at this cache's block size (before admission: the same pass
+        gives the approximate tokenizer's count, so a request reads its prompt once)."""
+        return scan(text, self.settings.block_tokens)
+
+    def lookup(self, hashes: list[int], prompt_tokens: int) -> int:
+        """Tokens of the longest cached prefix of whole blocks; counted in the metrics."""
         block = self.settings.block_tokens
-        hashes = block_hashes(text, block)
         hits = 0
         for digest in hashes:
             if digest not in self._blocks:
@@ -103,7 +116,7 @@ class PrefixCache:
         if cached:
             self.metrics.prefix_cache_hits_total.inc()
             self.metrics.prefix_cache_hit_tokens_total.inc(cached)
-        return PrefixLookup(hashes, cached)
+        return cached
 
     def insert(self, hashes: list[int]) -> None:
         """Record a prefilled prompt's blocks as most recently used, then evict to the bound."""

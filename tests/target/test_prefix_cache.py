@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from target_service.inference import InferenceModel
 from target_service.metrics import TargetMetrics
-from target_service.prefix_cache import PrefixCache, block_hashes
+from target_service.prefix_cache import PrefixCache, block_hashes, scan
 from target_service.settings import LatencySettings, OutputSettings, PrefixCacheSettings
 from target_service.tokenizer import ApproxTokenizer
 from tests.target.conftest import StartThreadTarget
@@ -47,6 +47,8 @@ def test_block_hashes_follow_the_approximate_tokenizer() -> None:
     tokens = ApproxTokenizer().count(text)
     for block in (1, 3, 16, 64):
         assert len(block_hashes(text, block)) == tokens // block
+        # The same pass counts the tokens, so the target does not read the prompt twice.
+        assert scan(text, block).tokens == tokens
     # A block edge inside a long word: the 9-character word is 3 tokens, cut after 2 of them.
     assert block_hashes("abcdefghi", 2) == [hash((0, "abcdefgh"))]
 
@@ -60,6 +62,15 @@ def test_shared_prefix_shares_exactly_the_leading_blocks() -> None:
     assert all(a != b for a, b in zip(one[3:], two[3:], strict=True))
 
 
+def cached(cache: PrefixCache, text: str) -> int:
+    blocks = cache.scan(text)
+    return cache.lookup(blocks.hashes, blocks.tokens)
+
+
+def remember(cache: PrefixCache, text: str) -> None:
+    cache.insert(cache.scan(text).hashes)
+
+
 def make_cache(**settings: Any) -> PrefixCache:
     return PrefixCache(
         PrefixCacheSettings(enabled=True, **settings), TargetMetrics(CollectorRegistry())
@@ -69,33 +80,31 @@ def make_cache(**settings: Any) -> PrefixCache:
 def test_lookup_counts_whole_blocks_and_always_computes_the_last_token() -> None:
     cache = make_cache(block_tokens=16)
     text = words(0, 64)
-    first = cache.lookup(text, 64)
-    assert first.cached_tokens == 0
-    cache.insert(first.hashes)
+    assert cached(cache, text) == 0
+    remember(cache, text)
     # All 4 blocks are cached, but the last token is recomputed: 3 whole blocks count.
-    assert cache.lookup(text, 64).cached_tokens == 48
-    assert cache.lookup(text + " tail", 65).cached_tokens == 64
-    assert cache.lookup(words(0, 20) + " " + words(500, 30), 50).cached_tokens == 16
+    assert cached(cache, text) == 48
+    assert cached(cache, text + " tail") == 64
+    assert cached(cache, words(0, 20) + " " + words(500, 30)) == 16
 
 
 def test_lru_bound_evicts_the_tails_of_the_oldest_prompts_first() -> None:
     cache = make_cache(block_tokens=16, max_cached_tokens=96)  # 6 blocks
     old, new = words(0, 64), words(1000, 64)
-    cache.insert(cache.lookup(old, 64).hashes)
-    cache.insert(cache.lookup(new, 64).hashes)
+    remember(cache, old)
+    remember(cache, new)
     assert cache.cached_tokens == 96
     # The old prompt lost its last two blocks, not its first ones.
-    assert cache.lookup(old + " x", 65).cached_tokens == 32
-    assert cache.lookup(new + " x", 65).cached_tokens == 64
+    assert cached(cache, old + " x") == 32
+    assert cached(cache, new + " x") == 64
     cache.clear()
     assert cache.cached_tokens == 0
-    assert cache.lookup(new + " x", 65).cached_tokens == 0
+    assert cached(cache, new + " x") == 0
 
 
 def test_no_room_caches_nothing() -> None:
     cache = make_cache(block_tokens=16, max_cached_tokens=15)
-    text = words(0, 64)
-    cache.insert(cache.lookup(text, 64).hashes)
+    remember(cache, words(0, 64))
     assert cache.cached_tokens == 0
 
 
