@@ -25,7 +25,8 @@ The cell travels with each request as the record's ``prompt_labels``
 (``needle_length``, ``needle_depth``, ``needle_position`` = haystack tokens before the needle,
 ``needle_shared``): one run covers the whole grid and each record names its cell exactly.
 Cells are taken in a random order that visits every cell once per round, per user, so each cell
-gets its share of every stage of the run.
+gets its share of every stage of the run. A length's haystack is built once per process, on its
+first use (~0.4 s of one core for 128K tokens), and every prompt is then a few slices of it.
 """
 
 from __future__ import annotations
