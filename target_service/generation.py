@@ -174,7 +174,8 @@ class Generator:
             cache.insert(blocks.hashes)
         self.metrics.prefill.observe(prefill_s)
         self.metrics.prompt_tokens_total.inc(prompt_tokens)
-        tracing.event("prefill", prefill_ms=prefill_s * 1000, prompt_tokens=prompt_tokens)
+        cached = {} if cached_tokens is None else {"cached_tokens": cached_tokens}
+        tracing.event("prefill", prefill_ms=prefill_s * 1000, prompt_tokens=prompt_tokens, **cached)
         return Completion(
             request=request,
             client=client,
