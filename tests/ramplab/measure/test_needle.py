@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from ramplab.measure.tokens import ApproxTokenCounter
 from ramplab.measure.workload import prompt_source
 from ramplab.options.schema import option
 from ramplab.options.settings import UserSettings
+from tests.support.cli import ramplab
 
 COUNT = ApproxTokenCounter().count
 NEEDLE = option("--needle").kind
@@ -111,3 +113,15 @@ def test_the_option_turns_the_workload_into_needles() -> None:
     prompts = prompt_source(UserSettings(needle=spec), random.Random(os.getpid()))
     assert isinstance(prompts, NeedlePrompts)
     assert COUNT(prompts.next()[0]["content"]) == 100
+
+
+def test_a_campaign_with_a_bad_needle_exits_2_naming_the_field(tmp_path: Path) -> None:
+    campaign = tmp_path / "bad.yaml"
+    campaign.write_text(
+        "name: bad\nsteps: [{qps: 1, hold: 2s}]\n"
+        "workload: {needle: {lengths: [1000, 4000], depths: [0, 1.5]}}\n"
+    )
+    done = ramplab(["validate", str(campaign)], timeout=60)
+    assert done.returncode == 2
+    assert "workload.needle.depths: 1.5 is not a depth between 0 and 1" in done.stderr
+    assert "Traceback" not in done.stderr
