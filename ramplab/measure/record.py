@@ -59,13 +59,13 @@ class RequestRecord:
     events: int = 0
     slo_ok: bool | None = None  # met every campaign SLO (goodput), None when no SLOs are set
     error_detail: str | None = None  # what went wrong, for a person reading the record
+    # What the prompt source said about this request's prompt (the needle cell: needle.py).
+    prompt_labels: dict[str, Any] = field(default_factory=dict)
     tokens_per_event: list[int] = field(default_factory=list)  # per token-bearing event
     # The server's own send time of each content event, ms after its arrival, when it discloses
     # them (the reference target's ``timing_detail`` extension): for checking our own accuracy.
     server_events_ms: list[float] = field(default_factory=list)
     integrity: str | None = None  # "verified" / "failed" with --verify-signature, else None
-    # What the prompt source said about this request's prompt (the needle cell: needle.py).
-    prompt_labels: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         # Field by field, not ``dataclasses.asdict``: that deep-copies every value and cost
