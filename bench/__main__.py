@@ -17,11 +17,11 @@ from pathlib import Path
 BENCHMARKS = [
     "target_stream",
     "target_signing",
-    "prefix_cache",
     "stream_accuracy",
     "rate_precision",
     "exporter_overhead",
     "progress_poll",
+    "prefix_cache",
 ]
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADER = """# Benchmarks

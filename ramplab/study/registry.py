@@ -22,8 +22,8 @@ STUDIES: dict[str, str] = {
     "chunking": "ramplab.study.chunking:analyse",
     "decay": "ramplab.study.decay:analyse",
     "decomposition": "ramplab.study.decomposition:analyse",
-    "needle": "ramplab.study.needle:analyse",
     "retries": "ramplab.study.retries:analyse",
+    "needle": "ramplab.study.needle:analyse",
 }
 
 

@@ -191,12 +191,11 @@ def test_environment_variable_names_stay_what_compose_files_use() -> None:
     # Renaming one silently breaks users' compose files and shells: change it on purpose only.
     assert {o.env.removeprefix("RAMPLAB_") for o in schema.OPTIONS} == {
         "MODEL", "PROMPTS_FILE", "PROMPT_TOKENS", "PROMPT_TOKENS_STD", "MAX_TOKENS", "IGNORE_EOS",
-        "NEEDLE",
         "CHUNK_SIZE", "TEMPERATURE", "EXTRA_BODY", "EXTRA_HEADERS", "NO_STREAM", "NO_USAGE",
         "API_PATH", "REQUEST_TIMEOUT", "CONNECT_TIMEOUT", "READ_TIMEOUT", "AUTH", "API_KEY",
         "CLIENT_ID", "CLIENT_SECRET", "TOKEN_PATH", "INSECURE", "CA_FILE", "NO_DNS_CACHE",
         "RESOLVER", "NEW_CONNECTION", "HTTP2", "H2_WINDOW", "RESULTS_DIR", "WORKLOAD_SEED",
-        "VERIFY_SIGNATURE",
+        "VERIFY_SIGNATURE", "NEEDLE",
         "VERIFY_TEXT", "JWKS_PATH", "METRICS_PORT", "METRICS_HOST", "MASTER_METRICS_PORT",
         "METRICS_LINGER", "RUN_ID", "SCENARIO", "SHAPE", "MODE", "ARRIVALS", "SEED", "OVERFLOW",
         "MAX_USERS", "HEADROOM", "DURATION_PRIOR", "RETRY", "SLO", "GATE", "OUTAGE", "ADMIN_TOKEN",
