@@ -198,6 +198,10 @@ OPTIONS: tuple[Option, ...] = (
             campaign="workload.verify_text"),
     _stream("--jwks-path", kinds.URL_PATH, "/.well-known/jwks.json",
             "path of the JWKS to verify with", campaign="workload.jwks_path"),
+    # A worker on another host: how long it tries to reach its master before it exits.
+    _stream("--master-timeout", _SECONDS, 60.0,
+            "worker: seconds to reach the Locust master before exiting with code 4",
+            setting="master_timeout_s"),
     # The Prometheus exporter (``MetricsSettings``). Watching a run is an option of the command
     # (``ramplab run --metrics``), not of the campaign: none of these is a campaign field.
     _metrics("--metrics-port", kinds.PORT, 0, "worker: serve /metrics on this port (0: off)",

@@ -72,6 +72,7 @@ class UserSettings:
     verify_signature: bool = _USER["verify_signature"]
     verify_text: bool = _USER["verify_text"]
     jwks_path: str = _USER["jwks_path"]
+    master_timeout_s: float = _USER["master_timeout_s"]  # a worker's wait for its master
 
     def check(self) -> UserSettings:
         """Cross-option checks (single values are checked by their kinds)."""

@@ -1,0 +1,146 @@
+"""Each worker's wall clock against the master's, measured NTP-style over Locust's messages.
+
+Why it matters: the master sends the plan's start as a Unix time and every worker maps it onto its
+own ``time.time()`` (``worker.py``), so a worker whose clock is off by θ runs the whole schedule
+θ early or late. On one host θ is 0; across hosts it is whatever NTP left, and nothing else in a
+run would show it.
+
+The exchange is the one of NTP (RFC 5905 §8): the master stamps ``t0`` and sends a ping to one
+worker, the worker stamps ``t1`` on receipt and ``t2`` as it answers, the master stamps ``t3`` on
+the answer. With ``δ = (t3 − t0) − (t2 − t1)`` the round trip spent on the way and
+``θ = ((t1 − t0) + (t2 − t3)) / 2`` the estimate, the true offset lies within ``θ ± δ/2``
+whatever the split of the delay between the two directions — so ``δ/2`` is a bound, not a
+guess. Of the last ``KEEP`` samples of a worker the one with the smallest round trip is
+reported (NTP's clock filter): queueing in the network or in either event loop only widens a
+sample, so the narrowest is the best.
+
+The master probes each worker ``BURST`` times just after it connects (its answer handler may
+not be registered yet: a lost ping costs nothing) and every ``PROBE_S`` afterwards. The offset is
+measured and reported (``summary.json`` ``clocks``), not applied: a worker paces on its own
+clock, and a run whose offsets exceed what its figures can stand must be fixed at the hosts (NTP).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+from locust.runners import STATE_MISSING
+
+from ramplab.results.summary import ClockOffset
+
+__all__ = ["PING", "PONG", "ClockProbe", "ClockSample", "answer_pings", "estimate"]
+
+PING = "ramplab_clock_ping"
+PONG = "ramplab_clock_pong"
+PROBE_S = 2.0
+BURST = 3
+BURST_GAP_S = 0.2
+KEEP = 16
+log = logging.getLogger("ramplab.plugin")
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class ClockSample:
+    """One exchange: ``t0``/``t3`` on the master's clock, ``t1``/``t2`` on the worker's."""
+
+    t0: float
+    t1: float
+    t2: float
+    t3: float
+
+    @property
+    def offset_s(self) -> float:
+        """The worker's clock minus the master's."""
+        return ((self.t1 - self.t0) + (self.t2 - self.t3)) / 2.0
+
+    @property
+    def delay_s(self) -> float:
+        """The round trip, less the worker's own time between receipt and answer."""
+        return (self.t3 - self.t0) - (self.t2 - self.t1)
+
+
+def estimate(samples: list[ClockSample] | deque[ClockSample]) -> ClockOffset | None:
+    """The offset of the narrowest sample, its bound (half its round trip) and the count."""
+    if not samples:
+        return None
+    best = min(samples, key=lambda s: s.delay_s)
+    return ClockOffset(
+        offset_ms=best.offset_s * 1000.0,
+        uncertainty_ms=max(0.0, best.delay_s) * 1000.0 / 2.0,
+        samples=len(samples),
+    )
+
+
+class ClockProbe:
+    """On the master: pings every live worker, keeps each one's recent samples."""
+
+    def __init__(self, runner: Any, clock: Clock = time.time) -> None:
+        self.runner = runner
+        self.clock = clock
+        self.samples: dict[str, deque[ClockSample]] = {}
+        self.counted: dict[str, int] = {}  # every sample ever taken, per worker
+        runner.register_message(PONG, self._on_pong)
+        runner.environment.events.worker_connect.add_listener(self._on_connect)
+        self._loop = gevent.spawn(self._probe_forever)
+
+    def ping(self, worker: str) -> None:
+        self.runner.send_message(PING, {"t0": self.clock()}, client_id=worker)
+
+    def offsets(self) -> dict[str, ClockOffset]:
+        """Each worker's estimate; ``samples`` counts every exchange of the process's life."""
+        result: dict[str, ClockOffset] = {}
+        for worker, kept in sorted(self.samples.items()):
+            found = estimate(kept)
+            if found is not None:
+                result[worker] = found.model_copy(update={"samples": self.counted[worker]})
+        return result
+
+    def stop(self) -> None:
+        self._loop.kill(block=False)
+
+    def _on_pong(self, environment: Any, msg: Any, **_: Any) -> None:
+        t3 = self.clock()
+        data: Mapping[str, Any] = msg.data
+        sample = ClockSample(float(data["t0"]), float(data["t1"]), float(data["t2"]), t3)
+        worker = str(msg.node_id)
+        self.samples.setdefault(worker, deque(maxlen=KEEP)).append(sample)
+        self.counted[worker] = self.counted.get(worker, 0) + 1
+
+    def _on_connect(self, client_id: str, **_: Any) -> None:
+        gevent.spawn(self._burst, str(client_id))
+
+    def _burst(self, worker: str) -> None:
+        for _ in range(BURST):
+            gevent.sleep(BURST_GAP_S)
+            self._safe_ping(worker)
+
+    def _probe_forever(self) -> None:
+        while True:
+            gevent.sleep(PROBE_S)
+            for node in list(self.runner.clients.values()):
+                if node.state != STATE_MISSING:
+                    self._safe_ping(str(node.id))
+
+    def _safe_ping(self, worker: str) -> None:
+        try:
+            self.ping(worker)
+        except Exception:  # a worker that just left; the next round tries the others again
+            log.debug("clock ping to %s failed", worker, exc_info=True)
+
+
+def answer_pings(runner: Any, clock: Clock = time.time) -> None:
+    """On a worker: answer each ping at once with the receipt and answer times."""
+
+    def on_ping(environment: Any, msg: Any, **_: Any) -> None:
+        t1 = clock()
+        runner.send_message(PONG, {"t0": msg.data["t0"], "t1": t1, "t2": clock()})
+
+    runner.register_message(PING, on_ping)
