@@ -5,14 +5,10 @@ own ``time.time()`` (``worker.py``), so a worker whose clock is off by θ runs t
 θ early or late. On one host θ is 0; across hosts it is whatever NTP left, and nothing else in a
 run would show it.
 
-The exchange is the one of NTP (RFC 5905 §8): the master stamps ``t0`` and sends a ping to one
-worker, the worker stamps ``t1`` on receipt and ``t2`` as it answers, the master stamps ``t3`` on
-the answer. With ``δ = (t3 − t0) − (t2 − t1)`` the round trip spent on the way and
-``θ = ((t1 − t0) + (t2 − t3)) / 2`` the estimate, the true offset lies within ``θ ± δ/2``
-whatever the split of the delay between the two directions — so ``δ/2`` is a bound, not a
-guess. Of the last ``KEEP`` samples of a worker the one with the smallest round trip is
-reported (NTP's clock filter): queueing in the network or in either event loop only widens a
-sample, so the narrowest is the best.
+The exchange is the one of NTP (RFC 5905 §8), its arithmetic in ``ramplab.results.clock``: the
+master stamps ``t0`` and sends a ping to one worker, the worker stamps ``t1`` on receipt and
+``t2`` as it answers, the master stamps ``t3`` on the answer. Of the last ``KEEP`` samples of a
+worker the one with the smallest round trip is reported.
 
 The master probes each worker ``BURST`` times just after it connects (its answer handler may
 not be registered yet: a lost ping costs nothing) and every ``PROBE_S`` afterwards. The offset is
@@ -26,15 +22,15 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import gevent
 from locust.runners import STATE_MISSING
 
+from ramplab.results.clock import ClockSample, estimate
 from ramplab.results.summary import ClockOffset
 
-__all__ = ["PING", "PONG", "ClockProbe", "ClockSample", "answer_pings", "estimate"]
+__all__ = ["PING", "PONG", "ClockProbe", "answer_pings"]
 
 PING = "ramplab_clock_ping"
 PONG = "ramplab_clock_pong"
@@ -45,38 +41,6 @@ KEEP = 16
 log = logging.getLogger("ramplab.plugin")
 
 Clock = Callable[[], float]
-
-
-@dataclass(frozen=True, slots=True)
-class ClockSample:
-    """One exchange: ``t0``/``t3`` on the master's clock, ``t1``/``t2`` on the worker's."""
-
-    t0: float
-    t1: float
-    t2: float
-    t3: float
-
-    @property
-    def offset_s(self) -> float:
-        """The worker's clock minus the master's."""
-        return ((self.t1 - self.t0) + (self.t2 - self.t3)) / 2.0
-
-    @property
-    def delay_s(self) -> float:
-        """The round trip, less the worker's own time between receipt and answer."""
-        return (self.t3 - self.t0) - (self.t2 - self.t1)
-
-
-def estimate(samples: list[ClockSample] | deque[ClockSample]) -> ClockOffset | None:
-    """The offset of the narrowest sample, its bound (half its round trip) and the count."""
-    if not samples:
-        return None
-    best = min(samples, key=lambda s: s.delay_s)
-    return ClockOffset(
-        offset_ms=best.offset_s * 1000.0,
-        uncertainty_ms=max(0.0, best.delay_s) * 1000.0 / 2.0,
-        samples=len(samples),
-    )
 
 
 class ClockProbe:

@@ -2,7 +2,8 @@
 
 Locust's worker connects inside its runner's constructor and retries for five minutes (60 × 5 s)
 before it gives up with an empty ``ConnectionError``; ZeroMQ connects lazily, so an address no
-one listens on looks the same as a master still starting. ramplab bounds that wait with
+one listens on looks the same as a master still starting, and a host name that does not resolve
+is retried too (a master whose DNS entry appears later). ramplab bounds that wait with
 ``--master-timeout``: a watchdog greenlet, started as soon as Locust has parsed the options (the
 runner does not exist yet), stops the process with ``RUN_FAILED`` unless the master acknowledged
 the worker (Locust then fires ``init``) in time. The connect wait is a gevent wait, so the
@@ -14,7 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import gevent
 
@@ -48,16 +49,12 @@ class ConnectWatch:
     def start(self, parsed: Any) -> None:
         if not getattr(parsed, "worker", False) or self._greenlet is not None:
             return
-        address = f"{parsed.master_host}:{parsed.master_port}"
         try:
             timeout_s = float(schema.value(parsed, schema.option(OPTION)))
-            socket.getaddrinfo(parsed.master_host, parsed.master_port, type=socket.SOCK_STREAM)
         except UsageError as exc:
             _stop(str(exc), ExitCode.USAGE)
-        except (OSError, UnicodeError) as exc:
-            # ZeroMQ would fail on a name it cannot resolve with a traceback of its own.
-            _stop(f"worker: cannot resolve the Locust master's host {address}: {exc}")
-        self._greenlet = gevent.spawn_later(timeout_s, _give_up, address, timeout_s)
+        host, port = str(parsed.master_host), int(parsed.master_port)
+        self._greenlet = gevent.spawn_later(timeout_s, _give_up, host, port, timeout_s)
 
     def connected(self) -> None:
         """The master acknowledged this worker (Locust's ``init``)."""
@@ -65,14 +62,21 @@ class ConnectWatch:
             self._greenlet.kill(block=False)
 
 
-def _give_up(address: str, timeout_s: float) -> None:
+def _give_up(host: str, port: int, timeout_s: float) -> None:
+    # Locust keeps retrying a name it cannot resolve (a master whose DNS entry is not there
+    # yet); by now the name is the likelier mistake, so say which of the two it was.
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        why = "no answer from"
+    except (OSError, UnicodeError):
+        why = "cannot resolve the host of"
     _stop(
-        f"worker: no answer from the Locust master at tcp://{address} within {timeout_s:g} s "
+        f"worker: {why} the Locust master at tcp://{host}:{port} within {timeout_s:g} s "
         f"({OPTION}); is the master running, and are --master-host/--master-port right?"
     )
 
 
-def _stop(message: str, code: ExitCode = ExitCode.RUN_FAILED) -> None:
+def _stop(message: str, code: ExitCode = ExitCode.RUN_FAILED) -> NoReturn:
     sys.stderr.write(f"ramplab: {message}\n")
     sys.stderr.flush()
     os._exit(
