@@ -26,7 +26,7 @@ web-UI run only, :meth:`~RamplabPlugin.summarize`.
 
 ``quitting`` (once, when the process shuts down): flush the forwarder; write the final progress
 snapshot; :meth:`~RamplabPlugin.summarize` unless the summary on disk already holds every record;
-close the writer.
+close the writer; export the spans still batched (``--otlp-endpoint``).
 
 ``quit`` (after Locust printed its statistics): the exporters mark the run over and linger.
 
@@ -273,6 +273,8 @@ class RamplabPlugin:
             self.summarize()
         if self.writer is not None:
             self.writer.close()
+        if self._context is not None and self._context.tracer is not None:
+            self._context.tracer.close()  # the spans still batched
 
     def _on_quit(self, **_: Any) -> None:
         if self.exporters is not None:
