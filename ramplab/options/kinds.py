@@ -172,6 +172,8 @@ def _url_path(text: str, field: str) -> str:
 
 
 def _http_url(text: str, field: str) -> str:
+    if not text.strip():
+        return ""  # not set, as compose's ${VAR:-} gives it
     if not text.strip().startswith(("http://", "https://")):
         raise UsageError(field, f"must be an http:// or https:// URL, got {text!r}")
     return text.strip().rstrip("/")
