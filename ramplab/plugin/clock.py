@@ -10,8 +10,9 @@ master stamps ``t0`` and sends a ping to one worker, the worker stamps ``t1`` on
 ``t2`` as it answers, the master stamps ``t3`` on the answer. Of the last ``KEEP`` samples of a
 worker the one with the smallest round trip is reported.
 
-The master probes each worker ``BURST`` times just after it connects (its answer handler may
-not be registered yet: a lost ping costs nothing) and every ``PROBE_S`` afterwards. The offset is
+A worker says hello once its answer handler is registered (Locust connects a worker before
+its ``init`` listeners have run, and warns about a message no handler takes); the master then
+probes it ``BURST`` times and every ``PROBE_S`` afterwards, while it is not missing. The offset is
 measured and reported (``summary.json`` ``clocks``), not applied: a worker paces on its own
 clock, and a run whose offsets exceed what its figures can stand must be fixed at the hosts (NTP).
 """
@@ -30,8 +31,9 @@ from locust.runners import STATE_MISSING
 from ramplab.results.clock import ClockSample, estimate
 from ramplab.results.summary import ClockOffset
 
-__all__ = ["PING", "PONG", "ClockProbe", "answer_pings"]
+__all__ = ["HELLO", "PING", "PONG", "ClockProbe", "answer_pings"]
 
+HELLO = "ramplab_clock_hello"
 PING = "ramplab_clock_ping"
 PONG = "ramplab_clock_pong"
 PROBE_S = 2.0
@@ -51,8 +53,9 @@ class ClockProbe:
         self.clock = clock
         self.samples: dict[str, deque[ClockSample]] = {}
         self.counted: dict[str, int] = {}  # every sample ever taken, per worker
+        self.answering: set[str] = set()  # workers that said hello
         runner.register_message(PONG, self._on_pong)
-        runner.environment.events.worker_connect.add_listener(self._on_connect)
+        runner.register_message(HELLO, self._on_hello)
         self._loop = gevent.spawn(self._probe_forever)
 
     def ping(self, worker: str) -> None:
@@ -78,8 +81,10 @@ class ClockProbe:
         self.samples.setdefault(worker, deque(maxlen=KEEP)).append(sample)
         self.counted[worker] = self.counted.get(worker, 0) + 1
 
-    def _on_connect(self, client_id: str, **_: Any) -> None:
-        gevent.spawn(self._burst, str(client_id))
+    def _on_hello(self, environment: Any, msg: Any, **_: Any) -> None:
+        worker = str(msg.node_id)
+        self.answering.add(worker)
+        gevent.spawn(self._burst, worker)
 
     def _burst(self, worker: str) -> None:
         for _ in range(BURST):
@@ -90,7 +95,7 @@ class ClockProbe:
         while True:
             gevent.sleep(PROBE_S)
             for node in list(self.runner.clients.values()):
-                if node.state != STATE_MISSING:
+                if node.state != STATE_MISSING and str(node.id) in self.answering:
                     self._safe_ping(str(node.id))
 
     def _safe_ping(self, worker: str) -> None:
@@ -108,3 +113,4 @@ def answer_pings(runner: Any, clock: Clock = time.time) -> None:
         runner.send_message(PONG, {"t0": msg.data["t0"], "t1": t1, "t2": clock()})
 
     runner.register_message(PING, on_ping)
+    runner.send_message(HELLO, {})
