@@ -200,8 +200,8 @@ OPTIONS: tuple[Option, ...] = (
             "path of the JWKS to verify with", campaign="workload.jwks_path"),
     # Traces (ramplab/measure/tracing.py): off unless an endpoint is given.
     _stream("--otlp-endpoint", kinds.HTTP_URL, None,
-            "send a CLIENT span per request over OTLP/HTTP to this base URL (…/v1/traces) and "
-            "a W3C traceparent with each request; needs the `tracing` extra",
+            "send a CLIENT span per attempt over OTLP/HTTP to this base URL (…/v1/traces) and "
+            "a W3C traceparent with it; needs the `tracing` extra",
             to_setting=_optional),
     _stream("--otlp-service-name", kinds.non_empty_text("the traces' service.name"), "ramplab",
             "service.name of the load generator's spans"),
