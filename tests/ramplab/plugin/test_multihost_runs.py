@@ -22,6 +22,7 @@ every assertion on it:
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,3 +164,18 @@ def _in_window(record: dict[str, Any], summary: dict[str, Any]) -> bool:
     offset = float(record["intended_start"]) - float(summary["run_start"])
     step = summary["steps"][record["step"]]
     return bool(step["start_s"] + step["warmup_s"] <= offset < step["start_s"] + step["duration_s"])
+
+
+def test_the_namespaces_and_the_cable_are_gone_after_a_failure() -> None:
+    network = Network(["a", "b"], {"b": 5.0})
+
+    def fail_inside() -> None:
+        with network:
+            assert len(network.hosts) == 2
+            raise RuntimeError("a failure inside the test")
+
+    with pytest.raises(RuntimeError, match="inside"):
+        fail_inside()
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    assert f"rl{network.tag}-" not in listed.stdout
+    assert network._cables == []
