@@ -90,15 +90,15 @@ def run(network: Network, tmp_path: Path) -> dict[str, Any]:
     }
     procs = [target, master, *workers.values()]
     try:
-        target.start()
+        target.start(timeout_s=20)
         # From the delayed worker's host: the target is up and the delayed link routes.
-        health = python("-c", WAIT_HTTP, f"{target_url}/healthz", "30")
+        health = python("-c", WAIT_HTTP, f"{target_url}/healthz", "20")
         waited = Process(hosts["worker2"].command(health))
-        assert waited.start().wait(40) == 0, target.log()[-3000:]
+        assert waited.start().wait(25) == 0, target.log()[-3000:]
         master.start()
         for worker in workers.values():
             worker.start()
-        code = master.wait(50)
+        code = master.wait(45)  # the ramp is 12 s after a 2 s lead; typically done in ~20 s
     finally:
         stop_all(procs, grace_s=5)
     logs = "\n".join(f"--- {p.args[4:9]}\n{p.log()[-2000:]}" for p in procs)
