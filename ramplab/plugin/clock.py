@@ -28,7 +28,7 @@ from typing import Any
 import gevent
 from locust.runners import STATE_MISSING
 
-from ramplab.results.clock import ClockSample, estimate
+from ramplab.results.clock import ClockSample, estimate, surely_off_by
 from ramplab.results.summary import ClockOffset
 
 __all__ = ["HELLO", "PING", "PONG", "ClockProbe", "answer_pings"]
@@ -40,6 +40,7 @@ PROBE_S = 2.0
 BURST = 3
 BURST_GAP_S = 0.2
 KEEP = 16
+WARN_MS = 5.0  # clocks surely this far apart shift a worker's schedule visibly: say so once
 log = logging.getLogger("ramplab.plugin")
 
 Clock = Callable[[], float]
@@ -54,6 +55,7 @@ class ClockProbe:
         self.samples: dict[str, deque[ClockSample]] = {}
         self.counted: dict[str, int] = {}  # every sample ever taken, per worker
         self.answering: set[str] = set()  # workers that said hello
+        self.warned: set[str] = set()
         runner.register_message(PONG, self._on_pong)
         runner.register_message(HELLO, self._on_hello)
         self._loop = gevent.spawn(self._probe_forever)
@@ -78,8 +80,17 @@ class ClockProbe:
         data: Mapping[str, Any] = msg.data
         sample = ClockSample(float(data["t0"]), float(data["t1"]), float(data["t2"]), t3)
         worker = str(msg.node_id)
-        self.samples.setdefault(worker, deque(maxlen=KEEP)).append(sample)
+        kept = self.samples.setdefault(worker, deque(maxlen=KEEP))
+        kept.append(sample)
         self.counted[worker] = self.counted.get(worker, 0) + 1
+        found = estimate(kept) if len(kept) >= BURST and worker not in self.warned else None
+        if found is not None and surely_off_by(found) > WARN_MS:
+            self.warned.add(worker)
+            log.warning(
+                "worker %s: its clock is %+.1f ± %.1f ms off the master's, so its share of the "
+                "schedule runs that much off; synchronise the hosts' clocks (NTP)",
+                worker, found.offset_ms, found.uncertainty_ms,
+            )  # fmt: skip
 
     def _on_hello(self, environment: Any, msg: Any, **_: Any) -> None:
         worker = str(msg.node_id)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ramplab.results.summary import ClockOffset
 
-__all__ = ["ClockSample", "estimate"]
+__all__ = ["ClockSample", "estimate", "surely_off_by"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +51,8 @@ def estimate(samples: Iterable[ClockSample]) -> ClockOffset | None:
         uncertainty_ms=max(0.0, best.delay_s) * 1000.0 / 2.0,
         samples=len(kept),
     )
+
+
+def surely_off_by(found: ClockOffset) -> float:
+    """How far the clocks are apart at least (ms): 0 when the bound includes agreement."""
+    return max(0.0, abs(found.offset_ms) - found.uncertainty_ms)

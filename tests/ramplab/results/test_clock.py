@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ramplab.results.clock import ClockSample, estimate
+from ramplab.results.clock import ClockSample, estimate, surely_off_by
+from ramplab.results.summary import ClockOffset
 
 
 def exchange(offset_s: float, out_s: float, back_s: float, hold_s: float = 0.0) -> ClockSample:
@@ -50,3 +51,14 @@ def test_the_estimate_is_the_narrowest_sample() -> None:
 
 def test_no_sample_no_estimate() -> None:
     assert estimate([]) is None
+
+
+@pytest.mark.parametrize(
+    ("offset_ms", "uncertainty_ms", "apart_ms"),
+    [(0.2, 0.5, 0.0), (-0.4, 21.5, 0.0), (12.0, 2.0, 10.0), (-30.0, 5.0, 25.0)],
+)
+def test_clocks_are_surely_apart_only_beyond_the_bound(
+    offset_ms: float, uncertainty_ms: float, apart_ms: float
+) -> None:
+    found = ClockOffset(offset_ms=offset_ms, uncertainty_ms=uncertainty_ms, samples=3)
+    assert surely_off_by(found) == pytest.approx(apart_ms)
