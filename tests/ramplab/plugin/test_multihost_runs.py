@@ -34,11 +34,8 @@ from tests.support.netns import Network, usable
 from tests.support.processes import REPO, Process, python, stop_all
 from tests.support.ramp_runs import LOCUST, STREAM, TARGET_ENV
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timing,
-    pytest.mark.skipif(usable() is not None, reason=str(usable())),
-]
+# The run's lateness bound makes it a `timing` test (tests/conftest.py: TIMING).
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(usable() is not None, reason=str(usable()))]
 
 SHAPE = "4,8@6s/1s"
 DELAY_MS = 20.0
