@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ramplab.results.clock import ClockSample, estimate, surely_off_by
+from ramplab.results.mdreport import RunMeta
+from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.summary import ClockOffset
 
 
@@ -62,3 +64,13 @@ def test_clocks_are_surely_apart_only_beyond_the_bound(
 ) -> None:
     found = ClockOffset(offset_ms=offset_ms, uncertainty_ms=uncertainty_ms, samples=3)
     assert surely_off_by(found) == pytest.approx(apart_ms)
+
+
+def test_the_report_states_each_workers_clock_and_nothing_without_workers() -> None:
+    clocks = {
+        "vm_b": ClockOffset(offset_ms=-0.36, uncertainty_ms=21.53, samples=11),
+        "vm_a": ClockOffset(offset_ms=0.18, uncertainty_ms=0.49, samples=11),
+    }
+    facts = dict(RunMeta().facts(summarize([], RunFacts(clocks=clocks))))
+    assert facts["worker clocks vs the master's"] == "vm_a +0.2 ± 0.5 ms; vm_b -0.4 ± 21.5 ms"
+    assert "worker clocks vs the master's" not in dict(RunMeta().facts(summarize([], RunFacts())))
