@@ -58,7 +58,7 @@ class ClockProbe:
         self.warned: set[str] = set()
         runner.register_message(PONG, self._on_pong)
         runner.register_message(HELLO, self._on_hello)
-        self._loop = gevent.spawn(self._probe_forever)
+        gevent.spawn(self._probe_forever)  # for the process's life, as Locust's heartbeats
 
     def ping(self, worker: str) -> None:
         self.runner.send_message(PING, {"t0": self.clock()}, client_id=worker)
@@ -71,9 +71,6 @@ class ClockProbe:
             if found is not None:
                 result[worker] = found.model_copy(update={"samples": self.counted[worker]})
         return result
-
-    def stop(self) -> None:
-        self._loop.kill(block=False)
 
     def _on_pong(self, environment: Any, msg: Any, **_: Any) -> None:
         t3 = self.clock()
