@@ -14,6 +14,7 @@ import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -32,6 +33,9 @@ from ramplab.measure.record import RequestRecord
 from ramplab.measure.workload import Messages, load_prompts
 from ramplab.options.kinds import parse_address
 from ramplab.options.settings import UserSettings
+
+if TYPE_CHECKING:  # OpenTelemetry is loaded only when tracing is on
+    from ramplab.measure.tracing import AttemptTracer
 
 Sink = Callable[[RequestRecord], None]
 
@@ -61,6 +65,20 @@ def make_auth(settings: UserSettings, client: httpx.Client, host: str) -> Auth:
             client, host + settings.token_path, settings.client_id, settings.client_secret
         )
     return NoAuth()
+
+
+def _tracer(settings: UserSettings, worker: str) -> AttemptTracer | None:
+    if settings.otlp_endpoint is None:
+        return None
+    try:
+        from ramplab.measure.tracing import AttemptTracer
+    except ImportError as exc:
+        raise UsageError(
+            "--otlp-endpoint", f"needs OpenTelemetry: pip install 'ramplab[tracing]' ({exc})"
+        ) from None
+    return AttemptTracer.create(
+        settings.otlp_endpoint, settings.otlp_service_name, settings.trace_sample_ratio, worker
+    )
 
 
 def _verifier(settings: UserSettings, client: httpx.Client, host: str) -> Verifier | None:
@@ -93,6 +111,7 @@ class UserContext:
     prompts: list[Messages] | None = None  # the --prompts-file, read once per process
     verifier: Verifier | None = None  # --verify-signature/-text: one JWKS cache per process
     poll: PollFactory = select.poll  # the OS poll idle connections are checked with (client.py)
+    tracer: AttemptTracer | None = None  # --otlp-endpoint: a span per attempt (tracing.py)
     _model: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -124,6 +143,7 @@ class UserContext:
             prompts=prompts,
             verifier=_verifier(settings, client, host),
             poll=poll,
+            tracer=_tracer(settings, worker),
             _model=settings.model,
         )
 

@@ -204,6 +204,19 @@ OPTIONS: tuple[Option, ...] = (
             campaign="workload.verify_text"),
     _stream("--jwks-path", kinds.URL_PATH, "/.well-known/jwks.json",
             "path of the JWKS to verify with", campaign="workload.jwks_path"),
+    # Traces (ramplab/measure/tracing.py): off unless an endpoint is given.
+    _stream("--otlp-endpoint", kinds.HTTP_URL, None,
+            "send a CLIENT span per attempt over OTLP/HTTP to this base URL (…/v1/traces) and "
+            "a W3C traceparent with it; needs the `tracing` extra",
+            to_setting=_optional),
+    _stream("--otlp-service-name", kinds.non_empty_text("the traces' service.name"), "ramplab",
+            "service.name of the load generator's spans"),
+    _stream("--trace-sample-ratio", kinds.RATIO, 1.0,
+            "share of requests traced (the target follows the sampled flag)"),
+    # A worker on another host: how long it tries to reach its master before it exits.
+    _stream("--master-timeout", _SECONDS, 60.0,
+            "worker: seconds to reach the Locust master before exiting with code 4",
+            setting="master_timeout_s"),
     # The Prometheus exporter (``MetricsSettings``). Watching a run is an option of the command
     # (``ramplab run --metrics``), not of the campaign: none of these is a campaign field.
     _metrics("--metrics-port", kinds.PORT, 0, "worker: serve /metrics on this port (0: off)",

@@ -73,6 +73,10 @@ class UserSettings:
     verify_signature: bool = _USER["verify_signature"]
     verify_text: bool = _USER["verify_text"]
     jwks_path: str = _USER["jwks_path"]
+    otlp_endpoint: str | None = _USER["otlp_endpoint"]  # None: no tracing code runs
+    otlp_service_name: str = _USER["otlp_service_name"]
+    trace_sample_ratio: float = _USER["trace_sample_ratio"]
+    master_timeout_s: float = _USER["master_timeout_s"]  # a worker's wait for its master
 
     def check(self) -> UserSettings:
         """Cross-option checks (single values are checked by their kinds)."""

@@ -27,7 +27,13 @@ from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import RequestRecord
 from ramplab.results.slo import Gate, RequestSlo, evaluate_gates
 from ramplab.results.steps import count_measured, group_measured, measure, recovery_time_s
-from ramplab.results.summary import OutageSummary, RunSummary, StepStats, WorkerCounts
+from ramplab.results.summary import (
+    ClockOffset,
+    OutageSummary,
+    RunSummary,
+    StepStats,
+    WorkerCounts,
+)
 
 __all__ = ["EngineCounts", "OutageFacts", "RunFacts", "scheduled_counts", "summarize"]
 
@@ -87,6 +93,7 @@ class RunFacts:
     gates: Sequence[Gate] = ()
     stopped_at_s: float | None = None
     rebuilt: bool = False
+    clocks: Mapping[str, ClockOffset] | None = None  # distributed run: each worker's offset
 
 
 def scheduled_counts(plan_shape: Shape, arrivals: str, seed: int, measured: Shape) -> list[int]:
@@ -130,6 +137,7 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
         workers=_epochs(facts.workers),
         retry=facts.retry,
         outage=_outage(records, facts),
+        clocks=dict(facts.clocks) if facts.clocks is not None else None,
         rebuilt=facts.rebuilt,
         stopped_at_s=facts.stopped_at_s,
     )

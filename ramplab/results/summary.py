@@ -7,6 +7,7 @@
     │   ├── by_worker: WorkerCounts
     │   └── ttft_ms, ...: Percentiles
     ├── outage: OutageSummary   with --ramplab-outage
+    ├── clocks: ClockOffset     per worker of a distributed run (``ramplab/plugin/clock.py``)
     └── gates: GateVerdict      every gate of the run, evaluated once by the producer
 
 ``Figures`` holds what a step and the whole run share (counts, rates, ratios, latencies), so a
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ramplab.errors import UsageError
 
 __all__ = [
+    "ClockOffset",
     "Figures",
     "GateStatus",
     "GateVerdict",
@@ -126,6 +128,15 @@ class OutageSummary(_Frozen):
     recovery_s: float | None
 
 
+class ClockOffset(_Frozen):
+    """A worker's wall clock minus the master's: the true offset lies within
+    ``offset_ms ± uncertainty_ms`` (half the narrowest probe's round trip)."""
+
+    offset_ms: float
+    uncertainty_ms: float
+    samples: int
+
+
 class GateVerdict(_Frozen):
     """One gate's outcome: ``observed`` holds (resolved path, value), several for ``steps[*]``."""
 
@@ -152,6 +163,7 @@ class RunSummary(Figures):
     workers: tuple[tuple[float, tuple[str, ...]], ...] | None = None
     retry: Any = None
     outage: OutageSummary | None = None
+    clocks: dict[str, ClockOffset] | None = None
     gates: tuple[GateVerdict, ...] = ()
     rebuilt: bool = False
     stopped_at_s: float | None = None

@@ -108,6 +108,10 @@ FLAG_SAMPLES: dict[str, tuple[str, Any]] = {
     "--ramplab-duration-prior": ("2.5", 2.5),
     "--ramplab-gate": ("ttft_ms.p99 < 800; requests > 1", None),
     "--ramplab-admin-token": ("admin", "admin"),
+    "--master-timeout": ("5", 5.0),
+    "--otlp-endpoint": ("http://jaeger:4318/", "http://jaeger:4318"),
+    "--otlp-service-name": ("generator", "generator"),
+    "--trace-sample-ratio": ("0.25", 0.25),
 }
 
 
@@ -200,7 +204,7 @@ def test_environment_variable_names_stay_what_compose_files_use() -> None:
         "VERIFY_TEXT", "JWKS_PATH", "METRICS_PORT", "METRICS_HOST", "MASTER_METRICS_PORT",
         "METRICS_LINGER", "RUN_ID", "SCENARIO", "SHAPE", "MODE", "ARRIVALS", "SEED", "OVERFLOW",
         "MAX_USERS", "HEADROOM", "DURATION_PRIOR", "RETRY", "SLO", "GATE", "OUTAGE", "ADMIN_TOKEN",
-        "DRAIN",
+        "DRAIN", "MASTER_TIMEOUT", "OTLP_ENDPOINT", "OTLP_SERVICE_NAME", "TRACE_SAMPLE_RATIO",
     }  # fmt: skip
     assert len({o.dest for o in schema.OPTIONS}) == len(schema.OPTIONS)
 
@@ -282,6 +286,10 @@ BAD: dict[str, str] = {
     "--ramplab-drain": "-1",
     "--resolver": "127.0.0.1",
     "--h2-window": "0",
+    "--master-timeout": "0",
+    "--otlp-endpoint": "jaeger:4318",
+    "--otlp-service-name": " ",
+    "--trace-sample-ratio": "1.5",
 }
 
 

@@ -7,6 +7,7 @@ import re
 from pydantic import BaseModel
 
 from ramplab.results.summary import (
+    ClockOffset,
     GateVerdict,
     OutageSummary,
     Percentiles,
@@ -23,6 +24,7 @@ TYPES: tuple[type[BaseModel], ...] = (
     WorkerCounts,
     OutageSummary,
     GateVerdict,
+    ClockOffset,
 )
 
 
