@@ -571,6 +571,97 @@ def prompts_normalise(
     console.print(f"{line} · written to {output}", highlight=False, markup=False)
 
 
+# `ramplab attention`: the attention backtrace on a real transformer (study §3.2; docs/attention.md)
+@app.command("attention")
+def attention(
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            help="A local Hugging Face model directory. Default: the packaged all-MiniLM-L6-v2.",
+            show_default=False,
+        ),
+    ] = None,
+    needle: Annotated[
+        str, typer.Option(help="The key fact; its last word's first token is the answer token.")
+    ] = "The secret passphrase for the archive is marmalade.",
+    question: Annotated[
+        str, typer.Option(help="Ends the context ('' for none).")
+    ] = "What is the secret passphrase for the archive?",
+    depths: Annotated[
+        str, typer.Option(help="Where the needle goes, in percent of the filler, comma-separated.")
+    ] = "0,25,50,75,100",
+    context_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="Tokens per context, special tokens included; at most the model's window. "
+            "Default: the window, at most 512.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the figures as JSON instead of tables.")
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write attention.html and attention.json there.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """The attention every query position pays to the needle's answer token (last layer, mean
+    over heads), against the signed distance from it, at each depth of the needle."""
+    import json
+
+    from ramplab.attention.model import load_model
+    from ramplab.attention.probe import TokenizerEncoder, build_probes, parse_depths
+    from ramplab.attention.relevance import check_window, measure
+    from ramplab.attention.render import Backtrace, print_backtrace, to_json, write_chart
+
+    try:
+        wanted = parse_depths(depths)
+        if model is not None and not model.is_dir():
+            raise UsageError("--model", f"no such directory: {str(model)!r}")
+        loaded = load_model(model)
+        tokens = context_tokens if context_tokens is not None else min(loaded.window or 512, 512)
+        check_window(tokens, loaded.window)
+        probes = build_probes(TokenizerEncoder(loaded.tokenizer), wanted, tokens, needle, question)
+        if output is not None:
+            try:
+                output.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(
+                    "--output", f"cannot create {str(output)!r}: {exc.strerror}"
+                ) from None
+    except UsageError as exc:
+        raise _usage(exc) from None
+    bt = Backtrace(
+        model=loaded.name,
+        directory=loaded.directory,
+        window=loaded.window,
+        layers=loaded.layers,
+        heads=loaded.heads,
+        context_tokens=tokens,
+        needle=needle,
+        question=question,
+        results=measure(loaded, probes),
+    )
+    doc = to_json(bt)
+    if as_json:
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    else:
+        print_backtrace(console, bt)
+    if output is not None:
+        (output / "attention.json").write_text(
+            json.dumps(doc, ensure_ascii=False), encoding="utf-8"
+        )
+        write_chart(bt, output / "attention.html")
+        if not as_json:
+            console.print(f"written: {output / 'attention.html'}, {output / 'attention.json'}")
+
+
 def line_buffered() -> None:
     """Progress lines must reach a pipe (make demo | tee, CI logs) as they are printed."""
     if isinstance(sys.stdout, io.TextIOWrapper):
