@@ -14,9 +14,11 @@ architecture applies is what makes the difference, and ``relevance`` reads it of
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from ramplab.errors import UsageError
@@ -24,7 +26,7 @@ from ramplab.errors import UsageError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["EXTRA_HINT", "LoadedModel", "default_model_dir", "load_model"]
+__all__ = ["EXTRA_HINT", "LoadedModel", "default_model_dir", "load_model", "model_window"]
 
 EXTRA_HINT = "install the extra: pip install 'ramplab[attention]'"
 _WINDOW_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
@@ -62,16 +64,34 @@ def _window(config: Any) -> int | None:
     return None
 
 
+def _config_path(path: Path, field: str) -> Path:
+    if not path.is_dir():
+        raise UsageError(field, f"no such directory: {str(path)!r}")
+    config = path / "config.json"
+    if not config.is_file():
+        raise UsageError(
+            field, f"{str(path)!r} is not a Hugging Face model directory (no config.json)"
+        )
+    return config
+
+
+def model_window(path: Path, field: str = "--model") -> int | None:
+    """The window ``config.json`` states, read without importing ``transformers`` (so that a
+    context too long for it is refused before paying the model's load)."""
+    try:
+        config = json.loads(_config_path(path, field).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(field, f"cannot read {str(path / 'config.json')!r}: {exc}") from None
+    if not isinstance(config, dict):
+        raise UsageError(field, f"{str(path / 'config.json')!r} is not a JSON object")
+    return _window(SimpleNamespace(**config))
+
+
 def load_model(directory: Path | None, field: str = "--model") -> LoadedModel:
     """Load ``directory`` (default: the packaged MiniLM); a ``UsageError`` naming ``field`` for
     a missing directory, one that holds no model, or a missing extra."""
     path = default_model_dir(field) if directory is None else directory
-    if not path.is_dir():
-        raise UsageError(field, f"no such directory: {str(path)!r}")
-    if not (path / "config.json").is_file():
-        raise UsageError(
-            field, f"{str(path)!r} is not a Hugging Face model directory (no config.json)"
-        )
+    _config_path(path, field)
     # Before the import: huggingface_hub reads it once, when it is first imported.
     os.environ["HF_HUB_OFFLINE"] = "1"
     try:

@@ -615,18 +615,18 @@ def attention(
     over heads), against the signed distance from it, at each depth of the needle."""
     import json
 
-    from ramplab.attention.model import load_model
+    from ramplab.attention.model import default_model_dir, load_model, model_window
     from ramplab.attention.probe import TokenizerEncoder, build_probes, parse_depths
     from ramplab.attention.relevance import check_window, measure
     from ramplab.attention.render import Backtrace, print_backtrace, to_json, write_chart
 
     try:
         wanted = parse_depths(depths)
-        if model is not None and not model.is_dir():
-            raise UsageError("--model", f"no such directory: {str(model)!r}")
+        directory = model if model is not None else default_model_dir()
+        window = model_window(directory)
+        tokens = context_tokens if context_tokens is not None else min(window or 512, 512)
+        check_window(tokens, window)
         loaded = load_model(model)
-        tokens = context_tokens if context_tokens is not None else min(loaded.window or 512, 512)
-        check_window(tokens, loaded.window)
         probes = build_probes(TokenizerEncoder(loaded.tokenizer), wanted, tokens, needle, question)
         if output is not None:
             try:
