@@ -29,7 +29,8 @@ from ramplab.measure.client import (
 )
 from ramplab.measure.integrity import JwksKeys, Verifier
 from ramplab.measure.record import RequestRecord
-from ramplab.measure.workload import Messages, load_prompts
+from ramplab.measure.tokens import ApproxTokenCounter, TokenCounter, token_counter
+from ramplab.measure.workload import Messages, load_workload_prompts
 from ramplab.options.kinds import parse_address
 from ramplab.options.settings import UserSettings
 
@@ -93,6 +94,7 @@ class UserContext:
     prompts: list[Messages] | None = None  # the --prompts-file, read once per process
     verifier: Verifier | None = None  # --verify-signature/-text: one JWKS cache per process
     poll: PollFactory = select.poll  # the OS poll idle connections are checked with (client.py)
+    counter: TokenCounter = field(default_factory=ApproxTokenCounter)  # --tokenizer, one a process
     _model: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -108,7 +110,7 @@ class UserContext:
             raise UsageError("--host", f"{host!r} must start with http:// or https://")
         host = host.rstrip("/")
         # Read here, where a bad file stops the process with exit 2, not in each user.
-        prompts = load_prompts(settings.prompts_file) if settings.prompts_file else None
+        prompts = load_workload_prompts(settings)
         options = client_options(settings)
         tls, dns = ssl_context(options), DnsCache()
         client = make_client(options, tls=tls, dns=dns, poll=poll)
@@ -124,6 +126,7 @@ class UserContext:
             prompts=prompts,
             verifier=_verifier(settings, client, host),
             poll=poll,
+            counter=token_counter(settings.tokenizer),
             _model=settings.model,
         )
 

@@ -52,6 +52,7 @@ class LLMStreamUser(User):
             retry=self.retry,
             worker=self.shared.worker,
             verifier=self.shared.verifier,
+            counter=self.shared.counter,
         )
 
     def make_retry_policy(self) -> RetryPolicy:
