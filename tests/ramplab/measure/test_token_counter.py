@@ -1,0 +1,27 @@
+"""`--tokenizer`: the load generator counts with the tokenizer it names; approx the fallback."""
+
+from __future__ import annotations
+
+import pytest
+
+from ramplab.errors import UsageError
+from ramplab.measure.tokens import ApproxTokenCounter, token_counter
+from ramplab.prompts.tokenizers import load_tokenizer
+from tests.ramplab.prompts.conftest import MINILM
+
+TEXT = "Tokens are what prefill pays for — 中文也一样。"
+
+
+def test_approx_is_the_light_fallback() -> None:
+    assert isinstance(token_counter("approx"), ApproxTokenCounter)
+
+
+@pytest.mark.parametrize("spec", ["cl100k_base", str(MINILM)])
+def test_a_real_tokenizer_counts_as_the_analyser_does(spec: str) -> None:
+    assert token_counter(spec).count(TEXT) == load_tokenizer(spec).count(TEXT)
+    assert token_counter(spec).count(TEXT) != ApproxTokenCounter().count(TEXT)
+
+
+def test_an_unknown_tokenizer_is_refused_naming_the_option() -> None:
+    with pytest.raises(UsageError, match="--tokenizer: unknown tokenizer 'gpt-17'"):
+        token_counter("gpt-17")
