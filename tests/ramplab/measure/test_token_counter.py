@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ramplab.errors import UsageError
+from ramplab.measure.context import UserContext
 from ramplab.measure.tokens import ApproxTokenCounter, token_counter
+from ramplab.options.settings import UserSettings
 from ramplab.prompts.tokenizers import load_tokenizer
 from tests.ramplab.prompts.conftest import MINILM
 
@@ -25,3 +27,13 @@ def test_a_real_tokenizer_counts_as_the_analyser_does(spec: str) -> None:
 def test_an_unknown_tokenizer_is_refused_naming_the_option() -> None:
     with pytest.raises(UsageError, match="--tokenizer: unknown tokenizer 'gpt-17'"):
         token_counter("gpt-17")
+
+
+def test_the_process_context_holds_the_counter_its_settings_name() -> None:
+    context = UserContext.create(UserSettings(tokenizer="cl100k_base"), "http://127.0.0.1:9", "w")
+    try:
+        assert context.counter.count(TEXT) == load_tokenizer("cl100k_base").count(TEXT)
+    finally:
+        context.client.close()
+    with pytest.raises(UsageError, match="--tokenizer"):
+        UserContext.create(UserSettings(tokenizer="nope.json"), "http://127.0.0.1:9", "w")
