@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from ramplab.attention.probe import DEFAULT_DEPTHS, DEFAULT_NEEDLE, DEFAULT_QUESTION
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.experiment.compare import compare as compare_groups
@@ -583,13 +584,13 @@ def attention(
     ] = None,
     needle: Annotated[
         str, typer.Option(help="The key fact; its last word's first token is the answer token.")
-    ] = "The secret passphrase for the archive is marmalade.",
+    ] = DEFAULT_NEEDLE,
     question: Annotated[
         str, typer.Option(help="Ends the context ('' for none).")
-    ] = "What is the secret passphrase for the archive?",
+    ] = DEFAULT_QUESTION,
     depths: Annotated[
         str, typer.Option(help="Where the needle goes, in percent of the filler, comma-separated.")
-    ] = "0,25,50,75,100",
+    ] = ",".join(f"{d:g}" for d in DEFAULT_DEPTHS),
     context_tokens: Annotated[
         int | None,
         typer.Option(
