@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ramplab.errors import UsageError
 from ramplab.experiment.sources import expand
 from ramplab.measure.workload import normalise_rules
 from ramplab.prompts.corpus import read_prompts
@@ -106,8 +107,11 @@ def _analyser_mean(campaign: Campaign, tokenizer: str, rules: list[str]) -> floa
     path = campaign.workload.prompts_file
     if path is None:
         return None
-    prompts = read_prompts(Path(path))
-    counter = load_tokenizer(tokenizer, "target.settings.tokenizer")
+    try:  # results moved away from the prompts file (or the extra) still get their figures
+        prompts = read_prompts(Path(path))
+        counter = load_tokenizer(tokenizer, "target.settings.tokenizer")
+    except UsageError:
+        return None
     totals = [sum(counter.count(t) for t in apply_rules(p.texts, rules)) for p in prompts]
     return sum(totals) / len(totals)
 
