@@ -21,6 +21,8 @@ from ramplab.attention.probe import TokenizerEncoder, build_probes
 from ramplab.attention.relevance import Relevance, measure
 from ramplab.errors import UsageError
 
+# One model load for every test here: the module runs on one xdist worker, not once on each.
+pytestmark = pytest.mark.xdist_group("attention-model")
 TOKENS = 128
 NEAR = 8
 

@@ -27,7 +27,8 @@ from tests.ramplab.prompts.conftest import SAMPLE
 from tests.support.cli import ramplab, records, run_meta
 from tests.support.processes import REPO
 
-pytestmark = pytest.mark.slow
+# One experiment for every test here: the module runs on one xdist worker, not once on each.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("inflation-run")]
 
 
 @pytest.fixture(scope="module")
