@@ -191,7 +191,8 @@ def test_every_option_reads_its_environment_variable(tmp_path: Path) -> None:
 def test_environment_variable_names_stay_what_compose_files_use() -> None:
     # Renaming one silently breaks users' compose files and shells: change it on purpose only.
     assert {o.env.removeprefix("RAMPLAB_") for o in schema.OPTIONS} == {
-        "MODEL", "PROMPTS_FILE", "NORMALISE", "TOKENIZER", "PROMPT_TOKENS", "PROMPT_TOKENS_STD", "MAX_TOKENS", "IGNORE_EOS",
+        "MODEL", "PROMPTS_FILE", "NORMALISE", "TOKENIZER", "PROMPT_TOKENS", "PROMPT_TOKENS_STD",
+        "MAX_TOKENS", "IGNORE_EOS",
         "CHUNK_SIZE", "TEMPERATURE", "EXTRA_BODY", "EXTRA_HEADERS", "NO_STREAM", "NO_USAGE",
         "API_PATH", "REQUEST_TIMEOUT", "CONNECT_TIMEOUT", "READ_TIMEOUT", "AUTH", "API_KEY",
         "CLIENT_ID", "CLIENT_SECRET", "TOKEN_PATH", "INSECURE", "CA_FILE", "NO_DNS_CACHE",
