@@ -30,7 +30,7 @@ from ramplab.measure.client import (
 from ramplab.measure.integrity import JwksKeys, Verifier
 from ramplab.measure.record import RequestRecord
 from ramplab.measure.tokens import ApproxTokenCounter, TokenCounter, token_counter
-from ramplab.measure.workload import Messages, load_workload_prompts
+from ramplab.measure.workload import Messages, load_file_prompts
 from ramplab.options.kinds import parse_address
 from ramplab.options.settings import UserSettings
 
@@ -110,7 +110,7 @@ class UserContext:
             raise UsageError("--host", f"{host!r} must start with http:// or https://")
         host = host.rstrip("/")
         # Read here, where a bad file stops the process with exit 2, not in each user.
-        prompts = load_workload_prompts(settings)
+        prompts = load_file_prompts(settings) if settings.prompts_file else None
         options = client_options(settings)
         tls, dns = ssl_context(options), DnsCache()
         client = make_client(options, tls=tls, dns=dns, poll=poll)

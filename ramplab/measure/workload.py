@@ -85,10 +85,10 @@ def load_prompts(path: Path) -> list[Messages]:
     return prompts
 
 
-def load_workload_prompts(settings: UserSettings) -> list[Messages] | None:
-    """The ``--prompts-file``'s prompts, normalised when ``--normalise`` asks (None: none)."""
+def load_file_prompts(settings: UserSettings) -> list[Messages]:
+    """The ``--prompts-file``'s prompts, normalised when ``--normalise`` asks."""
     if settings.prompts_file is None:
-        return None
+        raise UsageError("--prompts-file", "no prompts file is set")
     return normalised(load_prompts(settings.prompts_file), normalise_rules(settings.normalise))
 
 
@@ -134,8 +134,8 @@ def prompt_source(
     settings: UserSettings, rng: random.Random, loaded: Sequence[Messages] | None = None
 ) -> PromptSource:
     """The prompts of one user; ``loaded`` is the file's prompts read once per process."""
-    prompts = loaded if loaded is not None else load_workload_prompts(settings)
-    if prompts is not None:
+    if settings.prompts_file is not None:
+        prompts = loaded if loaded is not None else load_file_prompts(settings)
         return FilePrompts(prompts, start=rng.randrange(1 << 30))
     return SyntheticPrompts(settings.prompt_tokens, settings.prompt_tokens_std, rng)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ramplab.errors import UsageError
-from ramplab.measure.workload import load_workload_prompts, normalise_rules, normalised
+from ramplab.measure.workload import load_file_prompts, normalise_rules, normalised
 from ramplab.options.settings import UserSettings
 from ramplab.prompts.corpus import read_prompts
 from ramplab.prompts.redundancy import RULE_NAMES, apply_rules
@@ -41,16 +41,15 @@ def test_a_chats_messages_are_normalised_together() -> None:
 
 def test_the_sample_file_loads_as_the_normaliser_writes_it() -> None:
     settings = UserSettings(prompts_file=SAMPLE, normalise="all")
-    loaded = load_workload_prompts(settings)
-    assert loaded is not None
+    loaded = load_file_prompts(settings)
     expected = [apply_rules(p.texts, RULE_NAMES) for p in read_prompts(SAMPLE)]
     assert [[m["content"] for m in messages] for messages in loaded] == expected
-    raw = load_workload_prompts(UserSettings(prompts_file=SAMPLE))
-    assert raw is not None
+    raw = load_file_prompts(UserSettings(prompts_file=SAMPLE))
     assert [[m["content"] for m in messages] for messages in raw] == [
         list(p.texts) for p in read_prompts(SAMPLE)
     ]
 
 
-def test_no_file_no_prompts() -> None:
-    assert load_workload_prompts(UserSettings()) is None
+def test_no_file_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="--prompts-file"):
+        load_file_prompts(UserSettings())
