@@ -170,6 +170,8 @@ def write_chart(bt: Backtrace, path: Path) -> None:
     title = html.escape(f"ramplab attention — {bt.model}")
     path.write_text(
         f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+        f"<style>body{{font-family:system-ui,sans-serif;margin:1.5em}}"
+        f"figcaption{{color:#555;font-size:.9em}}</style>"
         f"{plotly_script()}</head><body>{charts_html([chart(bt)])}</body></html>",
         encoding="utf-8",
     )
