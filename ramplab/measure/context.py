@@ -91,10 +91,10 @@ class UserContext:
     worker: str
     sinks: list[Sink] = field(default_factory=list)
     rng: random.Random = field(default_factory=random.Random)
+    counter: TokenCounter = field(default_factory=ApproxTokenCounter)  # --tokenizer, one a process
     prompts: list[Messages] | None = None  # the --prompts-file, read once per process
     verifier: Verifier | None = None  # --verify-signature/-text: one JWKS cache per process
     poll: PollFactory = select.poll  # the OS poll idle connections are checked with (client.py)
-    counter: TokenCounter = field(default_factory=ApproxTokenCounter)  # --tokenizer, one a process
     _model: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -123,10 +123,10 @@ class UserContext:
             auth=make_auth(settings, client, host),
             worker=worker,
             rng=random.Random(settings.seed),
+            counter=token_counter(settings.tokenizer),
             prompts=prompts,
             verifier=_verifier(settings, client, host),
             poll=poll,
-            counter=token_counter(settings.tokenizer),
             _model=settings.model,
         )
 

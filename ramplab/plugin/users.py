@@ -50,9 +50,9 @@ class LLMStreamUser(User):
             Endpoint(self.shared.url, settings.request_timeout_s),
             auth=self.shared.auth,
             retry=self.retry,
+            counter=self.shared.counter,
             worker=self.shared.worker,
             verifier=self.shared.verifier,
-            counter=self.shared.counter,
         )
 
     def make_retry_policy(self) -> RetryPolicy:
