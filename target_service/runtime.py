@@ -21,7 +21,7 @@ from target_service.redis_pool import RedisPool
 from target_service.scheduler import Scheduler, build_scheduler
 from target_service.settings import Settings
 from target_service.signing import Signer
-from target_service.tokenizer import ApproxTokenizer, Tokenizer
+from target_service.tokenizer import Tokenizer, make_tokenizer
 from target_service.usage import UsageStore
 
 
@@ -69,7 +69,7 @@ class Runtime:
             settings=settings,
             model=InferenceModel(settings.latency, settings.output),
             scheduler=scheduler,
-            tokenizer=tokenizer or ApproxTokenizer(),
+            tokenizer=tokenizer or make_tokenizer(settings.tokenizer),
             metrics=metrics,
             usage=UsageStore(redis, settings.redis_prefix, metrics),
             rng=rng or random.Random(settings.seed),

@@ -29,6 +29,7 @@ from pydantic_settings import (
 )
 
 from target_service.errors import SettingsError
+from target_service.tokenizer import check_spec
 
 DEFAULT_CONFIG_FILE = Path("configs/app.toml")
 
@@ -278,6 +279,8 @@ class Settings(BaseSettings):
     # Namespace of every Redis key this target writes, so targets (and tests) can share a Redis.
     redis_prefix: str = Field("ramplab:", min_length=1)
     admin_poll_s: float = Field(0.5, gt=0)
+    # How prompt tokens are counted (usage.prompt_tokens, the prefill cost): tokenizer.py.
+    tokenizer: str = "approx"
 
     auth: AuthSettings = Field(default_factory=AuthSettings)
     redis_pool: RedisPoolSettings = Field(default_factory=RedisPoolSettings)
@@ -292,6 +295,11 @@ class Settings(BaseSettings):
     stream: StreamSettings = Field(default_factory=StreamSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     tls: TlsSettings = Field(default_factory=TlsSettings)
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer(cls, value: str) -> str:
+        return check_spec(value)
 
     @model_validator(mode="after")
     def _one_process_for_h2(self) -> Settings:

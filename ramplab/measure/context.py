@@ -30,7 +30,8 @@ from ramplab.measure.client import (
 )
 from ramplab.measure.integrity import JwksKeys, Verifier
 from ramplab.measure.record import RequestRecord
-from ramplab.measure.workload import Messages, load_prompts
+from ramplab.measure.tokens import ApproxTokenCounter, TokenCounter, token_counter
+from ramplab.measure.workload import Messages, load_file_prompts
 from ramplab.options.kinds import parse_address
 from ramplab.options.settings import UserSettings
 
@@ -108,6 +109,7 @@ class UserContext:
     worker: str
     sinks: list[Sink] = field(default_factory=list)
     rng: random.Random = field(default_factory=random.Random)
+    counter: TokenCounter = field(default_factory=ApproxTokenCounter)  # --tokenizer, one a process
     prompts: list[Messages] | None = None  # the --prompts-file, read once per process
     verifier: Verifier | None = None  # --verify-signature/-text: one JWKS cache per process
     poll: PollFactory = select.poll  # the OS poll idle connections are checked with (client.py)
@@ -127,7 +129,7 @@ class UserContext:
             raise UsageError("--host", f"{host!r} must start with http:// or https://")
         host = host.rstrip("/")
         # Read here, where a bad file stops the process with exit 2, not in each user.
-        prompts = load_prompts(settings.prompts_file) if settings.prompts_file else None
+        prompts = load_file_prompts(settings) if settings.prompts_file else None
         options = client_options(settings)
         tls, dns = ssl_context(options), DnsCache()
         client = make_client(options, tls=tls, dns=dns, poll=poll)
@@ -140,6 +142,7 @@ class UserContext:
             auth=make_auth(settings, client, host),
             worker=worker,
             rng=random.Random(settings.seed),
+            counter=token_counter(settings.tokenizer),
             prompts=prompts,
             verifier=_verifier(settings, client, host),
             poll=poll,

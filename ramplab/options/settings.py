@@ -43,6 +43,8 @@ class UserSettings:
     needle: dict[str, Any] = field(default_factory=lambda: dict(_USER["needle"]))  # {}: off
     prompt_tokens: int = _USER["prompt_tokens"]
     prompt_tokens_std: float = _USER["prompt_tokens_std"]
+    normalise: str | None = _USER["normalise"]  # rules applied to file prompts; None: as written
+    tokenizer: str = _USER["tokenizer"]  # counts output tokens when the server reports none
     max_tokens: int = _USER["max_tokens"]
     ignore_eos: bool = _USER["ignore_eos"]
     chunk_size: int | None = _USER["chunk_size"]  # the target's extension; sent only when set

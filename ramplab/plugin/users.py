@@ -50,6 +50,7 @@ class LLMStreamUser(User):
             Endpoint(self.shared.url, settings.request_timeout_s),
             auth=self.shared.auth,
             retry=self.retry,
+            counter=self.shared.counter,
             worker=self.shared.worker,
             verifier=self.shared.verifier,
             tracer=self.shared.tracer,

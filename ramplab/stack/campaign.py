@@ -37,6 +37,7 @@ from ramplab.errors import UsageError
 from ramplab.experiment.search import SearchSpec
 from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, parse_duration, shape_from_dict
+from ramplab.measure.workload import normalise_rules
 from ramplab.options import schema
 from ramplab.results.slo import parse_gates
 
@@ -92,6 +93,8 @@ class Workload(_Strict):
     """What each request asks for and how the client sends it: the streaming user's options."""
 
     model: str | None = _default("workload.model")
+    normalise: str | None = _default("workload.normalise")
+    tokenizer: str = _default("workload.tokenizer")
     max_tokens: int = _default("workload.max_tokens")
     ignore_eos: bool = _default("workload.ignore_eos")
     chunk_size: int | None = _default("workload.chunk_size")
@@ -123,6 +126,15 @@ class Workload(_Strict):
     verify_signature: bool = _default("workload.verify_signature")
     verify_text: bool = _default("workload.verify_text")
     jwks_path: str = _default("workload.jwks_path")
+
+    @field_validator("normalise")
+    @classmethod
+    def _normalise(cls, value: str | None) -> str | None:
+        try:
+            normalise_rules(value)
+        except UsageError as exc:
+            raise ValueError(_reason(exc)) from None
+        return value
 
 
 class Step(_Strict):

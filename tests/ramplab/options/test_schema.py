@@ -54,6 +54,8 @@ def campaign_samples(tmp_path: Path) -> dict[str, Any]:
         "workload.needle": {"lengths": [100], "depths": [0.5], "shared_prefix": False, "seed": 3},
         "workload.prompt_tokens": 17,
         "workload.prompt_tokens_std": 2.5,
+        "workload.normalise": "all,-markdown",
+        "workload.tokenizer": "cl100k_base",
         "workload.max_tokens": 33,
         "workload.ignore_eos": True,
         "workload.chunk_size": 3,
@@ -194,7 +196,8 @@ def test_every_option_reads_its_environment_variable(tmp_path: Path) -> None:
 def test_environment_variable_names_stay_what_compose_files_use() -> None:
     # Renaming one silently breaks users' compose files and shells: change it on purpose only.
     assert {o.env.removeprefix("RAMPLAB_") for o in schema.OPTIONS} == {
-        "MODEL", "PROMPTS_FILE", "PROMPT_TOKENS", "PROMPT_TOKENS_STD", "MAX_TOKENS", "IGNORE_EOS",
+        "MODEL", "PROMPTS_FILE", "NORMALISE", "TOKENIZER", "PROMPT_TOKENS", "PROMPT_TOKENS_STD",
+        "MAX_TOKENS", "IGNORE_EOS",
         "CHUNK_SIZE", "TEMPERATURE", "EXTRA_BODY", "EXTRA_HEADERS", "NO_STREAM", "NO_USAGE",
         "API_PATH", "REQUEST_TIMEOUT", "CONNECT_TIMEOUT", "READ_TIMEOUT", "AUTH", "API_KEY",
         "NEEDLE",
@@ -301,6 +304,7 @@ def test_every_checked_option_has_a_bad_value() -> None:
     assert free_text == {
         "--model", "--prompts-file", "--api-key", "--client-id", "--client-secret", "--ca-file",
         "--results-dir", "--scenario", "--ramplab-admin-token",
+        "--normalise", "--tokenizer",  # checked when the workload loads (rules, tokenizer files)
     }  # fmt: skip
 
 

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
+from ramplab.errors import UsageError
 from ramplab.experiment.matrix import load_experiment
 from ramplab.load.shapes import parse_shape
 from ramplab.stack.campaign import CampaignError, load_campaign, parse_campaign
+from ramplab.stack.preflight import check_campaign
 from ramplab.stack.rebuild import truncated
 from tests.support.processes import REPO
 
@@ -172,3 +174,17 @@ def test_a_relative_prompts_file_is_relative_to_the_campaign(tmp_path: Path) -> 
     campaign = load_campaign(path)
     assert campaign.workload.prompts_file == tmp_path / "sub" / "prompts.jsonl"
     assert str(tmp_path / "sub" / "prompts.jsonl") in campaign.locust_args()
+
+
+@pytest.mark.parametrize(
+    ("workload", "named"),
+    [
+        ({"normalise": "all,-emoji"}, "workload.normalise: .*unknown rule 'emoji'"),
+        ({"tokenizer": "gpt-17"}, "workload.tokenizer: unknown tokenizer 'gpt-17'"),
+    ],
+)
+def test_the_inflation_options_are_checked_before_anything_runs(
+    workload: dict[str, str], named: str
+) -> None:
+    with pytest.raises(UsageError, match=named):
+        check_campaign(parse_campaign({"shape": SHAPE, "workload": workload}))
