@@ -48,6 +48,16 @@ class LatencySettings(Section):
     slowdown_per_seq: float = Field(0.005, ge=0)
 
 
+class ReasoningSettings(Section):
+    """``reasoning_content`` deltas before the answer (``reasoning.py``); off while
+    ``tokens_mean`` is 0."""
+
+    tokens_mean: float = Field(0.0, ge=0)
+    tokens_std: float = Field(0.0, ge=0)
+    # Gap between two reasoning tokens (times the decode slowdown, as for the answer's tokens).
+    itl_ms: float = Field(10.0, ge=0)
+
+
 class OutputSettings(Section):
     """Output length when the request does not fix it with ``ignore_eos``."""
 
@@ -273,6 +283,7 @@ class Settings(BaseSettings):
 
     latency: LatencySettings = Field(default_factory=LatencySettings)
     output: OutputSettings = Field(default_factory=OutputSettings)
+    reasoning: ReasoningSettings = Field(default_factory=ReasoningSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     stream: StreamSettings = Field(default_factory=StreamSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)

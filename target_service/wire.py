@@ -130,6 +130,10 @@ class ChunkEncoder:
     def content(self, text: str) -> bytes:
         return self._head + b'{"content":' + orjson.dumps(text) + b"}" + self._tail_open
 
+    def reasoning(self, text: str) -> bytes:
+        """A reasoning delta, as vLLM and DeepSeek send it (``reasoning.py``)."""
+        return self._head + b'{"reasoning_content":' + orjson.dumps(text) + b"}" + self._tail_open
+
     def finish(self, reason: str) -> bytes:
         return (
             self._head
@@ -140,11 +144,11 @@ class ChunkEncoder:
             + b"}\n\n"
         )
 
-    def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:
+    def usage(self, prompt_tokens: int, completion_tokens: int, reasoning_tokens: int = 0) -> bytes:
         payload = {
             **self._meta,
             "choices": [],
-            "usage": usage_body(prompt_tokens, completion_tokens),
+            "usage": usage_body(prompt_tokens, completion_tokens, reasoning_tokens),
         }
         return b"data: " + orjson.dumps(payload) + b"\n\n"
 
@@ -159,12 +163,18 @@ class ChunkEncoder:
         return b": " + name.encode() + b" " + orjson.dumps(payload) + b"\n\n"
 
 
-def usage_body(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {
+def usage_body(
+    prompt_tokens: int, completion_tokens: int, reasoning_tokens: int = 0
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if reasoning_tokens:
+        # OpenAI's field; absent without reasoning, so the usage of a plain run is unchanged.
+        body["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return body
 
 
 def completion_body(
@@ -175,7 +185,12 @@ def completion_body(
     finish_reason: str,
     prompt_tokens: int,
     completion_tokens: int,
+    reasoning: str | None = None,
+    reasoning_tokens: int = 0,
 ) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -185,12 +200,12 @@ def completion_body(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": finish_reason,
             }
         ],
-        "usage": usage_body(prompt_tokens, completion_tokens),
+        "usage": usage_body(prompt_tokens, completion_tokens, reasoning_tokens),
     }
 
 
