@@ -17,6 +17,7 @@ import httpx
 from ramplab.errors import AuthError
 from ramplab.measure.attempt import AttemptResult, run_attempt, verify_attempt
 from ramplab.measure.integrity import Verifier
+from ramplab.measure.phases import note_phases
 from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.measure.tokens import ApproxTokenCounter, TokenCounter
 from ramplab.retry.base import AttemptOutcome, NoRetry, RetryPolicy
@@ -277,9 +278,11 @@ class RequestChain:
             else:
                 record.output_tokens, record.output_tokens_source = sum(counts), "tokenizer"
             record.tokens_per_event = counts
+            note_phases(record, last, intended)
             if record.output_tokens and record.output_tokens > 1:
                 record.tpot_ms = (record.ttlt_ms - record.ttft_ms) / (record.output_tokens - 1)
         elif last.completion_tokens is not None:
             record.output_tokens, record.output_tokens_source = last.completion_tokens, "usage"
+        record.cached_tokens = last.cached_tokens
         record.phases_ms = phases
         return record
