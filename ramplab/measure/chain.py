@@ -81,6 +81,20 @@ def allocate_tokens(
     return out
 
 
+def _event_tokens(result: AttemptResult, total: int | None, counter: TokenCounter) -> list[int]:
+    """``allocate_tokens`` over the stream, or over each phase when the server says how many
+    tokens were reasoning: a declared chunk size leaves the *last thought's* event short too."""
+    events, per_event = result.token_events, result.server_tokens_per_event
+    texts = [e.text for e in events]
+    split = next((i for i, e in enumerate(events) if e.answer), len(events))
+    thoughts = result.reasoning_tokens
+    phased = total is not None and thoughts is not None and 0 < split < len(events) < total
+    if phased and total is not None and thoughts is not None and 0 < thoughts < total:
+        head = allocate_tokens(texts[:split], thoughts, per_event, counter)
+        return head + allocate_tokens(texts[split:], total - thoughts, per_event, counter)
+    return allocate_tokens(texts, total, per_event, counter)
+
+
 def _attempt_record(number: int, result: AttemptResult, waited_s: float) -> AttemptRecord:
     return AttemptRecord(
         attempt=number,
@@ -265,9 +279,7 @@ class RequestChain:
                 phases["first_token"] = (first - last.headers_at) * ms
             phases["stream"] = (final - first) * ms
             usage_total = last.completion_tokens if last.ok or last.saw_done else None
-            counts = allocate_tokens(
-                [e.text for e in events], usage_total, last.server_tokens_per_event, self.counter
-            )
+            counts = _event_tokens(last, usage_total, self.counter)
             itl: list[float] = []
             for prev, event, tokens in zip(events, events[1:], counts[1:], strict=False):
                 gap = (event.at - prev.at) * ms / tokens
