@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from ramplab.datasets.source import Workload, workload_of
 from ramplab.errors import AuthError, UsageError
 from ramplab.measure.auth import JwtAuth, StaticKeyAuth
 from ramplab.measure.chain import Auth, NoAuth
@@ -92,6 +93,7 @@ class UserContext:
     rng: random.Random = field(default_factory=random.Random)
     prompts: list[Messages] | None = None  # the --prompts-file, read once per process
     verifier: Verifier | None = None  # --verify-signature/-text: one JWKS cache per process
+    workload: Workload | None = None  # --dataset, --shared-prefix, --output-lengths (datasets/)
     poll: PollFactory = select.poll  # the OS poll idle connections are checked with (client.py)
     _model: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -109,6 +111,7 @@ class UserContext:
         host = host.rstrip("/")
         # Read here, where a bad file stops the process with exit 2, not in each user.
         prompts = load_prompts(settings.prompts_file) if settings.prompts_file else None
+        workload = workload_of(settings)
         options = client_options(settings)
         tls, dns = ssl_context(options), DnsCache()
         client = make_client(options, tls=tls, dns=dns, poll=poll)
@@ -123,6 +126,7 @@ class UserContext:
             rng=random.Random(settings.seed),
             prompts=prompts,
             verifier=_verifier(settings, client, host),
+            workload=workload,
             poll=poll,
             _model=settings.model,
         )
