@@ -156,7 +156,7 @@ def read_exchanges(
         for number, prompt in enumerate(text.splitlines(), 1):
             if prompt.strip():
                 found.append(Exchange(f"{path}:{number}", [{"role": "user", "content": prompt}]))
-    elif fmt == "sharegpt" and data.lstrip().startswith(b"["):
+    elif fmt == "sharegpt" and (data.lstrip().startswith(b"[") or path.suffix.lower() == ".json"):
         items = _json(str(path), field, data)
         if not isinstance(items, list):
             raise UsageError(field, f"{str(path)!r}: expected a JSON array of conversations")
