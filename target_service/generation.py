@@ -45,6 +45,7 @@ from target_service.errors import (
 from target_service.faults import FaultInjector
 from target_service.inference import InferenceModel, OutputPlan
 from target_service.metrics import TargetMetrics
+from target_service.prefix_cache import PrefixCache
 from target_service.reasoning import gap_steps, reasoning_text, reasoning_tokens
 from target_service.scheduler import Scheduler, Slot
 from target_service.settings import Settings
@@ -72,6 +73,8 @@ class Completion:
     queue_s: float
     prefill_s: float
     first_token_due: float
+    # Prompt tokens found in the prefix cache; None when the cache is off (no usage details).
+    cached_tokens: int | None = None
     pre_timing: str = ""
     reasoning_tokens: int = 0  # reasoning_content tokens streamed before the answer
     sent_at: list[float] = field(default_factory=list)  # clock time of each content event sent
@@ -108,6 +111,7 @@ class Generator:
         signer: Signer,
         faults: FaultInjector,
         clock: Clock,
+        prefix_cache: PrefixCache | None = None,
     ) -> None:
         self.settings = settings
         self.model = model
@@ -119,6 +123,7 @@ class Generator:
         self.signer = signer
         self.faults = faults
         self.clock = clock
+        self.prefix_cache = prefix_cache
 
     async def prepare(self, request: ChatCompletionRequest, client: str) -> Completion:
         """Validate against the model, wait for a slot, then run prefill."""
@@ -129,7 +134,8 @@ class Generator:
                 code="model_not_found",
                 param="model",
             )
-        prompt_tokens = self.tokenizer.count(request.prompt_text())
+        prompt_text = request.prompt_text()
+        prompt_tokens = self.tokenizer.count(prompt_text)
         limits = self.settings.output
         max_tokens = request.requested_max_tokens() or limits.default_max_tokens
         if prompt_tokens + max_tokens > limits.max_model_len:
@@ -154,12 +160,17 @@ class Generator:
         admitted = self.clock.now()
         self.metrics.queue_wait.observe(admitted - arrival)
         tracing.event("queue", wait_ms=(admitted - arrival) * 1000)
-        prefill_s = self.model.prefill_s(prompt_tokens)
+        cache = self.prefix_cache if self.prefix_cache and self.prefix_cache.enabled else None
+        lookup = cache.lookup(prompt_text, prompt_tokens) if cache else None
+        cached_tokens = lookup.cached_tokens if lookup else None
+        prefill_s = self.model.prefill_s(prompt_tokens, cached_tokens or 0)
         try:
             await self.clock.sleep_until(admitted + prefill_s)
         except BaseException:
             slot.release()
             raise
+        if cache and lookup:
+            cache.insert(lookup.hashes)
         self.metrics.prefill.observe(prefill_s)
         self.metrics.prompt_tokens_total.inc(prompt_tokens)
         tracing.event("prefill", prefill_ms=prefill_s * 1000, prompt_tokens=prompt_tokens)
@@ -175,6 +186,7 @@ class Generator:
             queue_s=admitted - arrival,
             prefill_s=prefill_s,
             first_token_due=admitted + prefill_s,
+            cached_tokens=cached_tokens,
             reasoning_tokens=thinking,
         )
 
@@ -266,7 +278,9 @@ class Generator:
             # costs a timeout scope and the middleware chain), the same bytes on the wire.
             closing = [encoder.finish(done.plan.finish_reason)]
             if done.request.include_usage:
-                closing.append(encoder.usage(done.prompt_tokens, total, thinking))
+                closing.append(
+                    encoder.usage(done.prompt_tokens, total, done.cached_tokens, thinking)
+                )
             if signature is not None:
                 closing.append(encoder.comment(SIGNATURE_COMMENT, signature.comment()))
             closing.append(
@@ -326,6 +340,7 @@ class Generator:
             done.plan.finish_reason,
             done.prompt_tokens,
             total,
+            done.cached_tokens,
             "".join(reasoning_text(done.seed, thinking)) if thinking else None,
             thinking,
         )
@@ -356,6 +371,8 @@ class Generator:
             "chunk_size": done.chunk_size,
             "seed": done.seed,
         }
+        if done.cached_tokens is not None:
+            timing["cached_tokens"] = done.cached_tokens
         if done.sent_at:
             timing["ttft_ms"] = round((done.sent_at[0] - done.arrival) * 1000, 3)
         if done.request.timing_detail:

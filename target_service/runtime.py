@@ -15,6 +15,7 @@ from target_service.generation import Generator
 from target_service.inference import InferenceModel
 from target_service.keyring import KeyRing
 from target_service.metrics import TargetMetrics
+from target_service.prefix_cache import PrefixCache
 from target_service.ratelimit import RateLimiter
 from target_service.redis_pool import RedisPool
 from target_service.scheduler import Scheduler, build_scheduler
@@ -75,6 +76,7 @@ class Runtime:
             signer=signer,
             faults=faults,
             clock=clock,
+            prefix_cache=PrefixCache(settings.prefix_cache, metrics),
         )
         return cls(
             settings=settings,

@@ -42,10 +42,24 @@ class LatencySettings(Section):
 
     prefill_overhead_ms: float = Field(20.0, ge=0)
     prefill_per_token_ms: float = Field(0.05, ge=0)
+    # Attention's quadratic term: every prompt token attends to all before it (``P² ×`` this).
+    prefill_per_token_sq_ms: float = Field(0.0, ge=0)
+    # What a prompt token found in the prefix cache costs instead (0: free, like a KV-cache hit).
+    prefill_cached_per_token_ms: float = Field(0.0, ge=0)
     itl_ms: float = Field(20.0, ge=0)
     itl_jitter_ms: float = Field(0.0, ge=0)
     # Decode slows by this fraction per extra running sequence: itl × (1 + k × (running − 1)).
     slowdown_per_seq: float = Field(0.005, ge=0)
+
+
+class PrefixCacheSettings(Section):
+    """The prefix-cache model (``prefix_cache.py``): per process, off by default."""
+
+    enabled: bool = False
+    # Tokens per hashed block; only whole blocks are cached (vLLM's default block is 16 tokens).
+    block_tokens: int = Field(16, ge=1, le=4096)
+    # The LRU's bound, in tokens of this process's cache (rounded down to whole blocks).
+    max_cached_tokens: int = Field(1_048_576, ge=0)
 
 
 class ReasoningSettings(Section):
@@ -282,6 +296,7 @@ class Settings(BaseSettings):
     faults: FaultSettings = Field(default_factory=FaultSettings)
 
     latency: LatencySettings = Field(default_factory=LatencySettings)
+    prefix_cache: PrefixCacheSettings = Field(default_factory=PrefixCacheSettings)
     output: OutputSettings = Field(default_factory=OutputSettings)
     reasoning: ReasoningSettings = Field(default_factory=ReasoningSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)

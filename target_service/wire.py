@@ -144,11 +144,17 @@ class ChunkEncoder:
             + b"}\n\n"
         )
 
-    def usage(self, prompt_tokens: int, completion_tokens: int, reasoning_tokens: int = 0) -> bytes:
+    def usage(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int | None = None,
+        reasoning_tokens: int = 0,
+    ) -> bytes:
         payload = {
             **self._meta,
             "choices": [],
-            "usage": usage_body(prompt_tokens, completion_tokens, reasoning_tokens),
+            "usage": usage_body(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens),
         }
         return b"data: " + orjson.dumps(payload) + b"\n\n"
 
@@ -164,17 +170,24 @@ class ChunkEncoder:
 
 
 def usage_body(
-    prompt_tokens: int, completion_tokens: int, reasoning_tokens: int = 0
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int | None = None,
+    reasoning_tokens: int = 0,
 ) -> dict[str, Any]:
-    body: dict[str, Any] = {
+    """OpenAI's usage object; ``prompt_tokens_details.cached_tokens`` only while the target's
+    prefix cache is on (``None``), ``completion_tokens_details.reasoning_tokens`` only with a
+    reasoning phase, so the body is unchanged when both are off."""
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
     if reasoning_tokens:
-        # OpenAI's field; absent without reasoning, so the usage of a plain run is unchanged.
-        body["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
-    return body
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return usage
 
 
 def completion_body(
@@ -185,6 +198,7 @@ def completion_body(
     finish_reason: str,
     prompt_tokens: int,
     completion_tokens: int,
+    cached_tokens: int | None = None,
     reasoning: str | None = None,
     reasoning_tokens: int = 0,
 ) -> dict[str, Any]:
@@ -205,7 +219,7 @@ def completion_body(
                 "finish_reason": finish_reason,
             }
         ],
-        "usage": usage_body(prompt_tokens, completion_tokens, reasoning_tokens),
+        "usage": usage_body(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens),
     }
 
 
