@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rich.console import Console
+
 from ramplab.datasets.dataset import Dataset
+from ramplab.datasets.inspect import print_inspection
 from ramplab.datasets.lengths import OutputLengths
 from ramplab.datasets.source import Workload
 from ramplab.measure.chain import Endpoint, RequestChain
@@ -85,11 +88,12 @@ def test_inspect_json_reports_the_lengths_and_names_the_tokenizer(tmp_path: Path
 
 
 def test_inspect_table_of_the_shipped_sample_with_a_real_tokenizer() -> None:
-    done = ramplab(["dataset", "inspect", str(SAMPLE), "--tokenizer", "cl100k_base"])
-    assert done.returncode == 0, done.stderr
-    assert "tokenizer cl100k_base" in done.stdout
-    assert "Prompt tokens (cl100k_base)" in done.stdout
-    assert "Output tokens (cl100k_base)" in done.stdout
+    console = Console(record=True, width=200)
+    print_inspection(console, Dataset.load(SAMPLE, load_tokenizer("cl100k_base")))
+    shown = console.export_text()
+    assert "tokenizer cl100k_base · 16 read, skipped: none, 0 filtered out, 16 kept" in shown
+    assert "Prompt tokens (cl100k_base)" in shown
+    assert "Output tokens (cl100k_base)" in shown
 
 
 def test_a_bad_line_exits_2_naming_the_file_and_line(tmp_path: Path) -> None:

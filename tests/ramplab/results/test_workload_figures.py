@@ -6,9 +6,10 @@ import pytest
 
 from ramplab.measure.phases import phase_itls
 from ramplab.measure.record import RequestRecord
+from ramplab.results.charts import LabelledRun, run_charts
 from ramplab.results.steps import measure
 from ramplab.results.summary import RunSummary
-from tests.ramplab.results.handmade import failed, rec
+from tests.ramplab.results.handmade import Run, failed, rec, steady
 
 
 def reasoning_record(i: int) -> RequestRecord:
@@ -64,3 +65,21 @@ def test_a_summary_written_before_these_fields_still_loads() -> None:
     old = RunSummary.from_json(data)
     assert old.answer_ttft_ms.count == 0
     assert old.prefix_hit_ratio is None
+
+
+def test_the_report_draws_reasoning_and_cache_charts_only_for_runs_that_had_them() -> None:
+    plain = steady((2, 8))
+    assert not {"reasoning", "prefix_cache"} & {
+        c.key for c in run_charts([LabelledRun("p", *plain.evidence())])
+    }
+    thinking = [reasoning_record(i) for i in range(20)]
+    cached = [rec(1, i, 80, prompt_tokens=100, cached_tokens=64 * (i % 2)) for i in range(80)]
+    for r in thinking:
+        r.step = 0
+    run = Run((2, 8), [thinking, cached])
+    charts = {c.key: c for c in run_charts([LabelledRun("r", *run.evidence())])}
+    assert {"reasoning", "reasoning_itl", "answer_itl", "prefix_cache"} <= set(charts)
+    first, answer = charts["reasoning"].figure.data[0], charts["reasoning"].figure.data[2]
+    assert (first.y[0], answer.y[0]) == (30.0, 68.0)
+    hits = charts["prefix_cache"].figure.data[0]
+    assert list(hits.y) == [None, 0.5]  # step 0's server said nothing about its cache
