@@ -56,7 +56,7 @@ def check_campaign(campaign: Campaign, environ: Mapping[str, str] | None = None)
     the field. Returns the campaign's gates, parsed."""
     env = os.environ if environ is None else environ
     campaign.load_shape  # noqa: B018 - a search-only campaign has none: refused, naming shape
-    for name in ("prompts_file", "ca_file"):
+    for name in ("prompts_file", "ca_file", "dataset"):
         path = getattr(campaign.workload, name)
         if path is None:
             continue
