@@ -7,6 +7,7 @@ import pytest
 from ramplab.measure.phases import phase_itls
 from ramplab.measure.record import RequestRecord
 from ramplab.results.charts import LabelledRun, run_charts
+from ramplab.results.slo import parse_request_slo
 from ramplab.results.steps import measure
 from ramplab.results.summary import RunSummary
 from tests.ramplab.results.handmade import Run, failed, rec, steady
@@ -83,3 +84,11 @@ def test_the_report_draws_reasoning_and_cache_charts_only_for_runs_that_had_them
     assert (first.y[0], answer.y[0]) == (30.0, 68.0)
     hits = charts["prefix_cache"].figure.data[0]
     assert list(hits.y) == [None, 0.5]  # step 0's server said nothing about its cache
+
+
+def test_a_request_slo_can_bound_the_first_answer_token() -> None:
+    slo = parse_request_slo("answer_ttft_ms<=60")
+    assert not slo.empty
+    assert slo.meets(rec(0, 0, 1, answer_ttft_ms=59.0))
+    assert not slo.meets(reasoning_record(0))  # its first answer token came at 68 ms
+    assert not slo.meets(rec(0, 0, 1))  # a stream with no answer token misses it
