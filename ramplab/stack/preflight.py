@@ -51,6 +51,27 @@ def check_gates(campaign: Campaign, gates: Sequence[Gate], field: str) -> None:
             raise UsageError(f"{field}[{index}]", f"{verdict.gate!r}: {verdict.detail}")
 
 
+def _check_dataset(campaign: Campaign) -> None:
+    """Every record of the dataset, read as the workers will read it: a bad line is refused now,
+    naming ``FILE:LINE``, not by each Locust process after the stack started."""
+    from ramplab.datasets.dataset import Dataset, parse_range
+    from ramplab.prompts.tokenizers import load_tokenizer
+
+    w = campaign.workload
+    if w.dataset is None:
+        return
+    Dataset.load(
+        w.dataset,
+        load_tokenizer(w.dataset_tokenizer, "workload.dataset_tokenizer"),
+        w.dataset_format,  # type: ignore[arg-type]
+        parse_range(w.dataset_prompt_tokens, "workload.dataset_prompt_tokens"),
+        parse_range(w.dataset_output_tokens, "workload.dataset_output_tokens"),
+        w.dataset_sample,
+        w.dataset_seed,
+        field="workload.dataset",
+    )
+
+
 def check_campaign(campaign: Campaign, environ: Mapping[str, str] | None = None) -> list[Gate]:
     """The prompts and CA files, the auth credentials and the gates; ``CampaignError`` names
     the field. Returns the campaign's gates, parsed."""
@@ -65,6 +86,7 @@ def check_campaign(campaign: Campaign, environ: Mapping[str, str] | None = None)
                 pass
         except OSError as exc:
             raise CampaignError(f"workload.{name}", f"{str(path)!r}: {exc.strerror}") from None
+    _check_dataset(campaign)
     auth = campaign.workload.auth
     needs = {
         "api-key": (("api_key", auth.api_key, "RAMPLAB_API_KEY"),),

@@ -12,17 +12,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from ramplab.datasets.dataset import Dataset
 from ramplab.datasets.inspect import print_inspection
 from ramplab.datasets.lengths import OutputLengths
 from ramplab.datasets.source import Workload
+from ramplab.errors import UsageError
 from ramplab.measure.chain import Endpoint, RequestChain
 from ramplab.measure.client import ClientOptions, make_client
 from ramplab.measure.workload import request_body
 from ramplab.options.settings import UserSettings
 from ramplab.prompts.tokenizers import load_tokenizer
+from ramplab.stack.campaign import parse_campaign
+from ramplab.stack.preflight import check_campaign
 from tests.support.cli import ramplab
 from tests.support.processes import REPO
 from tests.support.targets import SharedTarget
@@ -103,3 +107,14 @@ def test_a_bad_line_exits_2_naming_the_file_and_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert f"{bad}:2" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_validate_reads_the_dataset_before_any_process_starts(tmp_path: Path) -> None:
+    bad = tmp_path / "chats.jsonl"
+    bad.write_text('{"conversations": [{"from": "human", "value": "hi"}]}\n{"conversations": 3}\n')
+    campaign = parse_campaign({"shape": "1@2s", "workload": {"dataset": str(bad)}})
+    with pytest.raises(UsageError, match=r"workload\.dataset") as caught:
+        check_campaign(campaign)
+    assert f"{bad}:2" in str(caught.value)
+    good = parse_campaign({"shape": "1@2s", "workload": {"dataset": str(SAMPLE)}})
+    check_campaign(good)
