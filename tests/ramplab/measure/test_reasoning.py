@@ -11,6 +11,7 @@ within 1.5 ms (as ``test_accuracy.py``). Counts are exact.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Iterator
 
@@ -23,6 +24,7 @@ from ramplab.measure.integrity import Verifier
 from ramplab.measure.phases import phase_itls
 from ramplab.measure.record import RequestRecord
 from tests.support.processes import TargetProcess
+from tests.support.tiny_server import DONE, ROLE, Action, Reply, TinyServer
 
 REASONING = 12
 REASONING_ITL_MS = 15.0
@@ -112,3 +114,36 @@ def test_sdk_sees_reasoning_and_usage_details(target: TargetProcess) -> None:
     message = reply.choices[0].message.model_dump()
     assert len(message["reasoning_content"].split()) == REASONING
     assert len((message["content"] or "").split()) == 16 - REASONING
+
+
+def vllm_event(field: str, text: str) -> bytes:
+    # Newer vLLM: ``reasoning`` (not ``reasoning_content``), and ``content: null`` beside it.
+    delta = {field: text, "content": None} if field != "content" else {"content": text}
+    data = {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+
+def vllm_handler(method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+    usage = {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45,
+             "prompt_tokens_details": {"cached_tokens": 32}}  # fmt: skip
+    final = b'data: {"choices": [], "usage": ' + json.dumps(usage).encode() + b"}\n\n"
+    pause: Action = ("sleep", 0.03)
+    events: list[Action] = [ROLE, vllm_event("reasoning", " hm"), pause,
+                            vllm_event("reasoning", " so"), pause, vllm_event("content", " yes"),
+                            vllm_event("content", " it"), vllm_event("content", " is"), final,
+                            DONE]  # fmt: skip
+    return Reply(headers={"content-type": "text/event-stream"}, body=events)
+
+
+def test_another_servers_reasoning_field_and_cache_report() -> None:
+    with TinyServer(vllm_handler) as server, make_client(ClientOptions()) as client:
+        chain = RequestChain(client, Endpoint(server.url + "/v1/chat/completions"))
+        record = chain.run({"model": "m", "messages": [], "stream": True})
+    assert record.ok, record.error_detail
+    assert record.reasoning_events == 2
+    assert record.reasoning_tokens == 2  # no usage detail: the reasoning events' tokens
+    assert record.output_tokens == 5
+    assert record.cached_tokens == 32
+    assert record.answer_ttft_ms is not None
+    assert record.ttft_ms is not None
+    assert record.answer_ttft_ms - record.ttft_ms >= 55.0  # two 30 ms sleeps, never less
