@@ -10,6 +10,7 @@ distributed run sends what a single process would.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from ramplab.prompts.tokenizers import load_tokenizer
 
 __all__ = ["Prompt", "Workload", "workload_of"]
 
+log = logging.getLogger(__name__)
 _AS_ASKED = OutputLengths()  # every request asks for --max-tokens
 
 
@@ -96,4 +98,7 @@ def workload_of(settings: UserSettings) -> Workload | None:
             raise UsageError("--output-lengths", f"dataset: {settings.dataset} has no output "
                              "lengths (no answers, no output_tokens)")  # fmt: skip
     salt = settings.prefix_salt or secrets.token_hex(4)
+    if prefix is not None and settings.prefix_salt is None:
+        # ``ramplab run`` always passes one (run.json); a process started by hand says its own.
+        log.info("shared prefixes: no --prefix-salt given, this process uses %s", salt)
     return Workload(dataset, lengths, prefix, salt, settings.dataset_seed)
