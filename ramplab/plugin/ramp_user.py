@@ -53,6 +53,9 @@ class RampUser(LLMStreamUser):
         if self.engine is not None:
             self.engine.observe(record)
 
+    def arrival_index(self) -> int | None:
+        return self._arrival.index if self._arrival is not None else None
+
     @task
     def chat(self) -> None:
         engine = self.engine

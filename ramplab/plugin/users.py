@@ -64,6 +64,10 @@ class LLMStreamUser(User):
     def finish_record(self, record: RequestRecord) -> None:
         """Last look at a record before it is fired and written (SLO verdicts, sizing)."""
 
+    def arrival_index(self) -> int | None:
+        """The index of the request about to be sent in the run's schedule, when there is one."""
+        return None
+
     def on_stop(self) -> None:
         self.client.close()
 
@@ -79,7 +83,11 @@ class LLMStreamUser(User):
     ) -> RequestRecord:
         """Make one request now; ``intended_start`` on ``time.perf_counter()`` (None: now)."""
         settings = self.shared.settings
-        body = request_body(settings, self.shared.model(), self.prompts.next())
+        if self.shared.workload is not None:  # datasets, shared prefixes (ramplab/datasets)
+            prompt = self.shared.workload.next(self.arrival_index(), self.prompts.next)
+            body = request_body(settings, self.shared.model(), prompt.messages, prompt.max_tokens)
+        else:
+            body = request_body(settings, self.shared.model(), self.prompts.next())
         record = self.chain.run(body, settings.extra_headers, intended_start, step, target_qps)
         self.finish_record(record)
         record.prompt_labels = dict(getattr(self.prompts, "prompt_labels", None) or {})
