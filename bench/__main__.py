@@ -23,6 +23,7 @@ BENCHMARKS = [
     "progress_poll",
     "foreign_truth",
     "peers",
+    "generator_load",
 ]
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADER = """# Benchmarks

@@ -23,6 +23,8 @@ GuideLLM and ``vllm bench serve`` are not here; the section written says why (``
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -34,7 +36,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import numpy as np
@@ -218,7 +219,7 @@ def aiperf_streams(raw_export: Path) -> tuple[list[Stream], int]:
             errors += 1
             continue
         epoch = record["metadata"]["request_start_ns"] / 1e9
-        itl = [b - a for a, b in zip(content, content[1:], strict=False)]
+        itl = [b - a for a, b in itertools.pairwise(content)]
         streams.append(Stream(epoch, content[0], content[-1], itl, server))
     return streams, errors
 
@@ -242,13 +243,21 @@ def _window(streams: Iterable[Stream], begin: float, end: float) -> list[Stream]
     return [s for s in streams if begin <= s.start < end]
 
 
-def run_ramplab(port: int, rate: float, workdir: Path) -> Run:
+def run_ramplab(
+    port: int,
+    rate: float,
+    workdir: Path,
+    tokens: int = TOKENS,
+    warm_s: float = WARM_S,
+    hold_s: float = HOLD_S,
+) -> Run:
+    """One ``locust`` process at ``rate``; ``rss_mib`` is its peak resident memory."""
     out = workdir / f"ramplab-{rate:g}"
-    shape = f"{rate:g}@{WARM_S + HOLD_S:g}s/{WARM_S:g}s"
+    shape = f"{rate:g}@{warm_s + hold_s:g}s/{warm_s:g}s"
     command = [sys.executable, "-m", "locust", "-f", "locustfiles/llm_ramp.py"]
     command += ["--host", f"http://127.0.0.1:{port}", "--headless", "--only-summary"]
     command += ["--loglevel", "ERROR", "--ramplab-shape", shape, "--ramplab-arrivals", "constant"]
-    command += ["--model", MODEL, "--max-tokens", str(TOKENS), "--ignore-eos", "--chunk-size", "1"]
+    command += ["--model", MODEL, "--max-tokens", str(tokens), "--ignore-eos", "--chunk-size", "1"]
     command += ["--prompt-tokens", "4", "--extra-body", '{"timing_detail": true}']
     command += ["--results-dir", str(out)]
     log = (workdir / f"ramplab-{rate:g}.log").open("wb")
@@ -258,17 +267,15 @@ def run_ramplab(port: int, rate: float, workdir: Path) -> Run:
     peak_rss = 0.0
     try:
         while process.poll() is None:
-            try:
+            with contextlib.suppress(psutil.Error):
                 peak_rss = max(peak_rss, psutil.Process(process.pid).memory_info().rss / 2**20)
-            except psutil.Error:
-                pass
             time.sleep(0.25)
     finally:
         sampler.stop()
         log.close()
     streams, errors = ramplab_streams(out / "requests.jsonl")
     first = min(s.start for s in streams)
-    begin, end = first + WARM_S, first + WARM_S + HOLD_S
+    begin, end = first + warm_s, first + warm_s + hold_s
     inside = _window(streams, begin, end)
     return Run("ramplab", rate, inside, (begin, end), sampler.cpu_s(begin, end), errors, peak_rss)
 

@@ -16,6 +16,7 @@ which does not matter for a truth that only has to be right.
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import struct
@@ -190,6 +191,6 @@ def _decode(reads: list[tuple[float, bytes]], sent: float) -> RawResult:
     if content_at:
         result.ttft_ms = (content_at[0] - sent) * ms
         result.ttlt_ms = (content_at[-1] - sent) * ms
-        result.itl_ms = [(b - a) * ms for a, b in zip(content_at, content_at[1:], strict=False)]
+        result.itl_ms = [(b - a) * ms for a, b in itertools.pairwise(content_at)]
     result.content_events = len(content_at)
     return result

@@ -41,4 +41,3 @@ def test_ttft_and_itl_percentiles_agree_with_the_raw_socket(mock_port: int) -> N
     )
     assert abs(result.diff("ttft_ms", 50)) <= foreign_truth.TOLERANCE_TTFT_P50_MS, report
     assert abs(result.diff("itl_ms", 50)) <= foreign_truth.TOLERANCE_ITL_P50_MS, report
-
