@@ -132,9 +132,10 @@ def body(tokens: int) -> dict[str, object]:
 def _reference(port: int, rounds: int, tokens: int, barrier: Any, out: Any) -> None:
     """The reference client's side of ``compare``, in a process of its own.
 
-    At the lowest priority: its stamps are the kernel's, so being scheduled late costs it no
-    accuracy, while its byte-a-call reading would otherwise take CPU from the server during the
-    other client's stream (measured: +2 ms of ramplab's TTFT p50 when the two shared it evenly).
+    At the lowest priority: both ends of its measurements are the kernel's stamps, so being
+    scheduled late costs it no accuracy, while its byte-a-call reading would otherwise take CPU
+    from the server during the other client's stream (measured: +2 ms of ramplab's TTFT p50 when
+    the two shared it evenly).
     """
     os.nice(19)
     client = RawClient("127.0.0.1", port)
@@ -215,8 +216,9 @@ def run() -> str:
         f" ms, ITL {ITL_MS:g} ms, {TOKENS} tokens a stream (std 0). Each round the two clients "
         "send together (a barrier across two processes; one 12.5 ms after the other, swapping "
         f"every round), {REQUESTS} streams each after 3 warm-up streams: the "
-        "reference (`bench/rawclient.py`: HTTP/1.1 by hand on a blocking socket, clock read the "
-        "instant `recv` returns, parsing only after the response is in — the ground truth) and "
+        "reference (`bench/rawclient.py`: HTTP/1.1 by hand on a blocking socket, the kernel's "
+        "stamps of the request's packet leaving and of every byte's packet arriving, one byte "
+        "a read, parsing only after the response is in — the ground truth) and "
         "ramplab's `RequestChain` (the measurement code of the Locust user). TTFT from the "
         "request's first byte written; ITL per token (one token per event here). Load average "
         f"(1 min) {load_before:.2f} before, {load_after:.2f} after.",
@@ -240,7 +242,7 @@ def run() -> str:
         f"std-dev) {spread:.3f} ms.",
         f"Goal |Δ TTFT p50| ≤ {TOLERANCE_TTFT_P50_MS:g} ms: "
         f"{'met' if ttft_ok else 'NOT met'}; |Δ ITL p50| ≤ {TOLERANCE_ITL_P50_MS:g} ms: "
-        f"{'met' if itl_ok else 'NOT met'}. The test `tests/peers/test_foreign_truth.py` checks "
+        f"{'met' if itl_ok else 'NOT met'}. The test `tests/bench/test_foreign_truth.py` checks "
         "the same two bounds on a shorter run.",
         "",
     ]

@@ -72,8 +72,9 @@ NOT_RUN = (
     "(gigabytes); a light, CPU-only install is not possible from the index alone. So the goal "
     "*one worker core sustains ≥ 2× the streams/s GuideLLM sustains per process* is not "
     "measured.\n"
-    "- **`vllm bench serve`** needs the `vllm` package, which declares `torch` as a hard "
-    "dependency (the GPU stack); not attempted, for the same reason.\n"
+    "- **`vllm bench serve`** ships in the `vllm` package: `pip install --dry-run vllm` "
+    "(0.34.0, run on 2026-12-03) resolves `torch==2.14.0` and the NVIDIA CUDA wheels (cuBLAS, "
+    "NVRTC, NVSHMEM, triton, …) — the GPU stack; not installed, for the same reason.\n"
 )
 
 

@@ -1,12 +1,13 @@
 """The reference client: HTTP/1.1 written by hand on a plain blocking socket, the ground truth that
-ramplab's client is checked against (``bench/foreign_truth.py``, ``tests/peers``).
+ramplab's client is checked against (``bench/foreign_truth.py``, ``tests/bench``).
 
 Why it is the truth: every byte is stamped with the time its packet reached this host, as the
 kernel recorded it (``SO_TIMESTAMPNS``, the wall clock), and nothing in user space can move that
 stamp. It reads ONE byte per ``recvmsg``, so each byte carries the stamp of its own packet even
 when the reader was late and several packets were waiting (a read of many bytes reports only the
-newest packet's stamp). The send time is the wall clock read just before ``sendall``, the same
-clock. No library stands in between (no httpx/httpcore, no h11, no SSE library), and parsing —
+newest packet's stamp). The send time is the kernel's stamp of the request's packet leaving
+(``SO_TIMESTAMPING``, software transmit stamp, the same clock). Neither end of a TTFT or an ITL
+is read in user space, so the reference can run at the lowest priority and still be exact. No library stands in between (no httpx/httpcore, no h11, no SSE library), and parsing —
 chunked transfer coding, then SSE framing — happens only after the whole response is in. It uses
 none of ``ramplab/measure`` (neither its parser nor its clients), so an error there cannot hide in
 both. Its limits: Linux, HTTP/1.1 over plain TCP, ``Content-Length`` or chunked bodies, SSE lines
@@ -21,12 +22,13 @@ import json
 import socket
 import struct
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-Clock = Callable[[], float]
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 _CMSG = socket.CMSG_SPACE(16)
+# linux/net_tstamp.h: stamp outgoing packets in software, report only the stamp (not the packet).
+_SO_TIMESTAMPING = getattr(socket, "SO_TIMESTAMPING", 37)
+_TX_FLAGS = (1 << 1) | (1 << 4) | (1 << 11)  # TX_SOFTWARE | SOFTWARE | OPT_TSONLY
 
 
 @dataclass(slots=True)
@@ -44,10 +46,9 @@ class RawResult:
 class RawClient:
     """A kept-alive connection to one server, reopened when the server closes it."""
 
-    def __init__(self, host: str, port: int, clock: Clock = time.time) -> None:
+    def __init__(self, host: str, port: int) -> None:
         self.host = host
         self.port = port
-        self.clock = clock
         self._sock: socket.socket | None = None
 
     def close(self) -> None:
@@ -60,6 +61,7 @@ class RawClient:
             sock = socket.create_connection((self.host, self.port), timeout=30.0)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPING, _TX_FLAGS)
             self._sock = sock
         return self._sock
 
@@ -73,21 +75,37 @@ class RawClient:
         ).encode()
         sock = self._connect()
         reads: list[tuple[float, bytes]] = []
-        sent = self.clock()
-        sock.sendall(head + payload)
+        sock.sendall(head + payload)  # one write: the request leaves in one packet
+        sent = _sent_stamp(sock)
         framing = _Framing()
         while True:
             data, ancillary, _, _ = sock.recvmsg(1, _CMSG)
-            at = _kernel_stamp(ancillary)
             if not data:
                 self.close()
                 break
-            reads.append((at, data))
+            reads.append((_kernel_stamp(ancillary), data))
             if framing.complete(data):
                 break
         if framing.closes:
             self.close()
         return _decode(reads, sent)
+
+
+def _sent_stamp(sock: socket.socket, timeout_s: float = 1.0) -> float:
+    """When the request's packet went out, as the kernel stamped it (from the error queue)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _, ancillary, _, _ = sock.recvmsg(1, 512, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the kernel gave no send stamp (SO_TIMESTAMPING)") from None
+            time.sleep(0.0001)
+            continue
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPING and len(payload) >= 16:
+                seconds, nanoseconds = struct.unpack("qq", payload[:16])
+                return seconds + nanoseconds * 1e-9
 
 
 def _kernel_stamp(ancillary: list[tuple[int, int, bytes]]) -> float:
