@@ -7,8 +7,9 @@ stamp. It reads ONE byte per ``recvmsg``, so each byte carries the stamp of its 
 when the reader was late and several packets were waiting (a read of many bytes reports only the
 newest packet's stamp). The send time is the kernel's stamp of the request's packet leaving
 (``SO_TIMESTAMPING``, software transmit stamp, the same clock). Neither end of a TTFT or an ITL
-is read in user space, so the reference can run at the lowest priority and still be exact. No library stands in between (no httpx/httpcore, no h11, no SSE library), and parsing —
-chunked transfer coding, then SSE framing — happens only after the whole response is in. It uses
+is read in user space, so the reference can run at the lowest priority and still be exact. No
+library stands in between (no httpx/httpcore, no h11, no SSE library), and parsing — chunked
+transfer coding, then SSE framing — happens only after the whole response is in. It uses
 none of ``ramplab/measure`` (neither its parser nor its clients), so an error there cannot hide in
 both. Its limits: Linux, HTTP/1.1 over plain TCP, ``Content-Length`` or chunked bodies, SSE lines
 ending in LF, one request at a time per client; a byte per system call is slow (~1 µs a byte),
