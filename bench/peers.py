@@ -57,6 +57,8 @@ TARGET_ENV = {
     "APP_LATENCY__PREFILL_PER_TOKEN_MS": "0",
     "APP_LATENCY__ITL_MS": str(ITL_MS),
     "APP_LATENCY__ITL_JITTER_MS": "0",
+    "APP_LATENCY__SLOWDOWN_PER_SEQ": "0",  # streams as long at 300 in flight as at 30
+    "APP_SCHEDULER__MAX_WAITING": "2048",
     "APP_SCHEDULER__MAX_NUM_SEQS": "512",
     "APP_SIGNING__MODE": "off",
     "APP_LOG_LEVEL": "warning",
@@ -403,7 +405,8 @@ def run() -> str:
         "## Peers as clients of our target: ramplab vs NVIDIA AIPerf",
         "",
         f"One target process streams {TOKENS} tokens, one per event, {ITL_MS:g} ms apart after "
-        f"a {PREFILL_MS:g} ms prefill ({stream_s:.2f} s a stream), jitter 0, signing off, and "
+        f"a {PREFILL_MS:g} ms prefill ({stream_s:.2f} s a stream), jitter 0, decode slowdown 0, "
+        "signing off, and "
         "discloses when it sent every content event (`timing_detail`). Each tool drives it at "
         f"constant rates of {', '.join(f'{r:g}' for r in RATES)} streams/s, {HOLD_S:g} s "
         f"measured after {WARM_S:g} s of warm-up, the two tools taking turns at each rate: "
