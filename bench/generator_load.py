@@ -74,7 +74,8 @@ def run() -> str:
         f"after a {PREFILL_MS:g} ms prefill ({STREAM_S:.2f} s a stream), so ~"
         f"{RATES[0] * STREAM_S:.0f} and ~{RATES[1] * STREAM_S:.0f} streams in flight (the table: "
         f"as measured); {HOLD_S:g} s measured "
-        f"after {WARM_S:g} s. Model `{MODEL}`, jitter 0, decode slowdown 0, signing off. Load average (1 min) "
+        f"after {WARM_S:g} s. Model `{MODEL}`, jitter 0, decode slowdown 0, signing off. "
+        "Load average (1 min) "
         f"{load_before:.2f} before, {load_after:.2f} after, on 2 shared cores.",
         "",
         "| streams/s | in flight | achieved ÷ requested | errors | ITL err p50 / p99 ms | "
