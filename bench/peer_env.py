@@ -10,6 +10,7 @@ versions these benchmarks ran with. ``RAMPLAB_PEER_CACHE`` moves the cache (defa
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -63,6 +64,19 @@ def ensure(peer: Peer, log: Path | None = None) -> Path:
     if done.exists() and script.exists():
         return script
     venv.parent.mkdir(parents=True, exist_ok=True)
+    # `make test` starts the GuideLLM install in the background while the parallel phase runs
+    # (minutes on a cold pip cache); the truth test then waits here for it instead of installing
+    # over it.
+    with (venv.parent / f"{peer.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists() and script.exists():
+            return script
+        _install(peer, venv, log)
+    done.touch()
+    return script
+
+
+def _install(peer: Peer, venv: Path, log: Path | None) -> None:
     out = log.open("ab") if log is not None else subprocess.DEVNULL
     try:
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
@@ -75,5 +89,11 @@ def ensure(peer: Peer, log: Path | None = None) -> Path:
     finally:
         if log is not None and not isinstance(out, int):
             out.close()
-    done.touch()
-    return script
+
+
+PEERS = {peer.name: peer for peer in (GUIDELLM, AIPERF)}
+
+if __name__ == "__main__":
+    # python -m bench.peer_env guidellm [aiperf]: build the venvs ahead of their first use.
+    for name in sys.argv[1:]:
+        print(ensure(PEERS[name]))
