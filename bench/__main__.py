@@ -21,6 +21,7 @@ BENCHMARKS = [
     "rate_precision",
     "exporter_overhead",
     "progress_poll",
+    "soak",
 ]
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADER = """# Benchmarks
