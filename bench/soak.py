@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -146,15 +147,20 @@ def run() -> str:
         common = ["-f", "locustfiles/llm_ramp.py", *STREAM, "--ramplab-shape", shape]
         common += ["--ramplab-arrivals", "constant"]
         master = _popen(
-            [sys.executable, "-m", "locust", *common, "--host", host, "--headless", "--master"]
-            + ["--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port)]
-            + ["--expect-workers", "1", "--results-dir", str(tmp / "run")],
+            [
+                *(sys.executable, "-m", "locust", *common, "--host", host, "--headless"),
+                *("--master", "--master-bind-host", "127.0.0.1"),
+                *("--master-bind-port", str(master_port), "--expect-workers", "1"),
+                *("--results-dir", str(tmp / "run")),
+            ],
             {},
             tmp / "master.log",
         )
         worker = _popen(
-            [sys.executable, "-m", "locust", *common, "--worker"]
-            + ["--master-host", "127.0.0.1", "--master-port", str(master_port)],
+            [
+                *(sys.executable, "-m", "locust", *common, "--worker"),
+                *("--master-host", "127.0.0.1", "--master-port", str(master_port)),
+            ],
             {},
             tmp / "worker.log",
         )
@@ -176,13 +182,13 @@ def run() -> str:
 
 
 def report(
-    summary: dict[str, object],
+    summary: dict[str, Any],
     sampler: RssSampler,
     returncode: int | None,
     load: tuple[float, float],
     tmp: Path,
 ) -> str:
-    run_start = float(summary["run_start"])  # type: ignore[arg-type]
+    run_start = float(summary["run_start"])
     measured = run_start + WARMUP_S
     end = measured + SOAK_S
     first = (measured, measured + WINDOW_S)
@@ -198,7 +204,7 @@ def report(
             verdicts.append(g is not None and g < GOAL_GROWTH)
     requests = summary["requests"]
     ok = summary["ok"]
-    failed = int(requests) - int(ok)  # type: ignore[call-overload]
+    failed = int(requests) - int(ok)
     met = all(verdicts) and failed == 0
     minutes = SOAK_S / 60
     return (

@@ -106,11 +106,13 @@ def test_redis_killed_and_restarted(target: TargetProcess, private_redis: Embedd
     assert all(a.retry_after == "1" and a.code == "redis_unavailable" for a in refused)
 
     before = [a for a in answers if a.done < killed]
-    assert before and all(a.status == 200 for a in before)
+    assert before
+    assert all(a.status == 200 for a in before)
     first_503 = min(a.done for a in refused)
     assert first_503 - killed <= FIRST_503_S, f"first 503 {first_503 - killed:.3f} s after kill"
     during = [a for a in answers if killed <= a.sent and a.done <= back]
-    assert during and all(a.status == 503 for a in during)
+    assert during
+    assert all(a.status == 503 for a in during)
     slowest = max(a.done - a.sent for a in during)
     assert slowest <= FIRST_503_S, f"an outage answer took {slowest:.3f} s"
 
@@ -119,7 +121,8 @@ def test_redis_killed_and_restarted(target: TargetProcess, private_redis: Embedd
     failed = [a for a in recovered if a.status != 200]
     assert not failed, f"{len(failed)} failures after recovery, first at {failed[0]}"
 
-    assert target.running() and target.pid == pid
+    assert target.running()
+    assert target.pid == pid
     assert httpx.get(target.url + "/readyz").status_code == 200
     assert target.log_path is not None
     assert "Traceback" not in target.log_path.read_text()
