@@ -56,9 +56,7 @@ def raw_stream(url: str, tokens: int, out: dict[str, str]) -> None:
 def ramplab_stream(url: str, tokens: int, out: dict[str, RequestRecord]) -> None:
     body = {**chat_body(stream=True, max_tokens=tokens), "stream_options": {"include_usage": True}}
     with make_client(ClientOptions()) as client:
-        out["record"] = RequestChain(client, Endpoint(url + "/v1/chat/completions", 30.0)).run(
-            body
-        )
+        out["record"] = RequestChain(client, Endpoint(url + "/v1/chat/completions", 30.0)).run(body)
 
 
 def test_sigterm_ends_every_stream_with_done_or_an_error(target: TargetProcess) -> None:
@@ -70,6 +68,7 @@ def test_sigterm_ends_every_stream_with_done_or_an_error(target: TargetProcess) 
         ("ramplab-short", ramplab_stream, SHORT_TOKENS),
         ("ramplab-long", ramplab_stream, LONG_TOKENS),
     ]
+
     def active() -> float:
         return metric(httpx.get(target.url + "/metrics").text, "target_active_streams")
 
