@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,9 @@ def test_sigterm_ends_every_stream_with_done_or_an_error(target: TargetProcess) 
         ("ramplab-long", ramplab_stream, LONG_TOKENS),
     ]
 
-    def active() -> float:
-        return metric(httpx.get(target.url + "/metrics").text, "target_active_streams")
+    def at_least(streams: int) -> bool:
+        text = httpx.get(target.url + "/metrics").text
+        return metric(text, "target_active_streams") >= streams
 
     try:
         # The long ones first, then the short ones, so that all are in flight at the signal.
@@ -79,7 +81,7 @@ def test_sigterm_ends_every_stream_with_done_or_an_error(target: TargetProcess) 
             thread = threading.Thread(target=job, args=(target.url, tokens, results[name]))
             thread.start()
             threads.append(thread)
-            wait_until(lambda n=count: active() >= n, 20, f"{count} streams in flight")
+            wait_until(partial(at_least, count), 20, f"{count} streams in flight")
         target.signal(signal.SIGTERM, group=False)
         assert target.wait(STREAM_GRACE_S + 10) == 128 + signal.SIGTERM
     finally:
