@@ -143,6 +143,7 @@ def create_app(
         Route("/healthz", routes.healthz, methods=["GET"]),
         Route("/readyz", routes.readyz, methods=["GET"]),
         Route("/metrics", routes.metrics, methods=["GET"]),
+        Route("/openapi.json", routes.openapi_json, methods=["GET"]),
     ]
     if settings.admin_token is not None:
         # Without a token the admin routes do not exist at all (404, not 401).

@@ -28,12 +28,14 @@ from target_service.errors import (
     RedisUnavailable,
     Unavailable,
 )
+from target_service.openapi import document
 from target_service.ratelimit import Decision
 from target_service.runtime import Runtime
 from target_service.shutdown import SSE_GRACE_S
 from target_service.wire import models_body, parse_chat_request
 
 STARTED = int(time.time())
+OPENAPI = document()
 
 
 def _runtime(request: Request) -> Runtime:
@@ -179,6 +181,10 @@ async def readyz(request: Request) -> Response:
             headers={"retry-after": "1"},
         )
     return json_response({"status": "ready", "redis": "ok"})
+
+
+async def openapi_json(request: Request) -> Response:
+    return json_response(OPENAPI)
 
 
 async def metrics(request: Request) -> Response:
