@@ -22,6 +22,7 @@ BENCHMARKS = [
     "exporter_overhead",
     "progress_poll",
     "soak",
+    "fuzz",
 ]
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADER = """# Benchmarks

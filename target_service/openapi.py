@@ -10,6 +10,7 @@ it is off unless an admin token is configured, and it is not part of the OpenAI 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from target_service.wire import ChatCompletionRequest
@@ -34,8 +35,10 @@ def _errors(*statuses: int) -> dict[str, Any]:
     return {str(s): _json(error, descriptions[s]) for s in statuses}
 
 
-def _schemas() -> dict[str, Any]:
+def _schemas(models: tuple[str, ...]) -> dict[str, Any]:
     chat = ChatCompletionRequest.model_json_schema(ref_template=REF)
+    # The served models, so that generated requests reach the handler (another name is a 404).
+    chat["properties"]["model"] = {"type": "string", "enum": list(models)}
     schemas: dict[str, Any] = chat.pop("$defs", {})
     schemas["ChatCompletionRequest"] = chat
     schemas["Error"] = {
@@ -85,10 +88,14 @@ def _schemas() -> dict[str, Any]:
     return schemas
 
 
-def document() -> dict[str, Any]:
-    """The OpenAPI document (the same for every process and setting)."""
+@functools.cache
+def document(models: tuple[str, ...]) -> dict[str, Any]:
+    """The OpenAPI document of a target serving ``models``."""
     ref = "#/components/schemas/"
-    bearer: list[dict[str, list[str]]] = [{"bearer": []}, {}]  # off (no credentials) in the default auth mode
+    bearer: list[dict[str, list[str]]] = [
+        {"bearer": []},
+        {},
+    ]  # off (no credentials) in the default auth mode
     return {
         "openapi": "3.1.0",
         "info": {"title": "ramplab reference target", "version": "1"},
@@ -187,7 +194,7 @@ def document() -> dict[str, Any]:
             },
         },
         "components": {
-            "schemas": _schemas(),
+            "schemas": _schemas(models),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }

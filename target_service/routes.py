@@ -35,7 +35,6 @@ from target_service.shutdown import SSE_GRACE_S
 from target_service.wire import models_body, parse_chat_request
 
 STARTED = int(time.time())
-OPENAPI = document()
 
 
 def _runtime(request: Request) -> Runtime:
@@ -184,7 +183,7 @@ async def readyz(request: Request) -> Response:
 
 
 async def openapi_json(request: Request) -> Response:
-    return json_response(OPENAPI)
+    return json_response(document(tuple(_runtime(request).settings.models)))
 
 
 async def metrics(request: Request) -> Response:
