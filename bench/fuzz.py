@@ -21,7 +21,10 @@ CASES_PER_MODE = 200
 def run() -> str:
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/target/test_fuzz.py", "-n", "0", "-q", "-s", "-p", "no:cacheprovider"],
+        [
+            *(sys.executable, "-m", "pytest", "tests/target/test_fuzz.py"),
+            *("-n", "0", "-q", "-s", "-p", "no:cacheprovider"),
+        ],
         cwd=REPO,
         env={**os.environ, "RAMPLAB_FUZZ_CASES": str(CASES_PER_MODE)},
         capture_output=True,
