@@ -26,6 +26,8 @@ BENCHMARKS = [
     "foreign_truth",
     "peers",
     "generator_load",
+    "soak",
+    "fuzz",
 ]
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADER = """# Benchmarks

@@ -32,6 +32,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from target_service import tracing
 from target_service.clock import Clock
 from target_service.errors import (
@@ -49,6 +51,7 @@ from target_service.prefix_cache import PrefixCache
 from target_service.reasoning import gap_steps, reasoning_text, reasoning_tokens
 from target_service.scheduler import Scheduler, Slot
 from target_service.settings import Settings
+from target_service.shutdown import SHUTDOWN_CODE, SHUTDOWN_MESSAGE, STREAM_GRACE_S
 from target_service.signing import SIGNATURE_COMMENT, Signature, Signer, signed_message
 from target_service.textgen import generate_tokens
 from target_service.tokenizer import ApproxTokenizer, Tokenizer
@@ -195,8 +198,11 @@ class Generator:
             reasoning_tokens=thinking,
         )
 
-    async def stream(self, done: Completion) -> AsyncIterator[bytes]:
-        """The SSE byte stream; cancelling it (client gone) frees the slot at once."""
+    async def stream(
+        self, done: Completion, shutdown: anyio.Event | None = None
+    ) -> AsyncIterator[bytes]:
+        """The SSE byte stream; cancelling it (client gone) frees the slot at once. Once
+        ``shutdown`` is set it ends within ``STREAM_GRACE_S`` (``shutdown.py``)."""
         encoder = ChunkEncoder(
             done.completion_id, done.created, done.request.model, done.request.include_usage
         )
@@ -212,6 +218,7 @@ class Generator:
         signature: Signature | None = None
         failure = self.faults.midstream()
         fail_at = min(self.settings.faults.midstream_after_tokens, total)
+        stop_at: float | None = None  # set once the shutdown is seen
         self.metrics.active_streams.inc()
         try:
             yield encoder.role()
@@ -231,6 +238,13 @@ class Generator:
                 if failure is not None and sent >= fail_at:
                     break
                 due = deadline + self.model.jitter_s(self.rng)
+                if shutdown is not None and shutdown.is_set():
+                    if stop_at is None:
+                        stop_at = clock.now() + STREAM_GRACE_S
+                    if due > stop_at:
+                        await clock.sleep_until(stop_at)
+                        failure = "shutdown"
+                        break
                 if due > clock.now():  # unpaced or late: no coroutine to build for this event
                     await clock.sleep_until(due)
                 if sent + count == total:
@@ -267,6 +281,11 @@ class Generator:
             done.slot.release()
             finished = True
             tracing.event("decode_end", decode_ms=decode_s * 1000, output_tokens=sent)
+            if failure == "shutdown":
+                yield encoder.error(SHUTDOWN_MESSAGE, "server_error", SHUTDOWN_CODE)
+                yield DONE_EVENT
+                self.metrics.completions_total.labels("shutdown").inc()
+                return
             if failure == "drop":
                 self.metrics.completions_total.labels("injected_drop").inc()
                 raise InjectedDisconnect
