@@ -56,7 +56,7 @@ class ContainerSettings(BaseModel):
     @classmethod
     def _url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")) or "://" == value[-3:]:
-            raise ValueError(f"expected http(s)://HOST[:PORT], got {value!r}")
+            raise ValueError("expected http(s)://HOST[:PORT]")
         return value
 
     @field_validator("master_bind")
@@ -83,7 +83,9 @@ def settings_from(environ: Mapping[str, str]) -> ContainerSettings:
         name = f"{PREFIX}{str(error['loc'][0]).upper()}"
         given = values.get(str(error["loc"][0]))
         message = str(error["msg"]).removeprefix("Value error, ")
-        raise UsageError(name, f"{message}, got {given!r}") from None
+        if ", got " not in message:
+            message += f", got {given!r}"
+        raise UsageError(name, message) from None
 
 
 def check_option_variables(environ: Mapping[str, str]) -> None:
