@@ -3,13 +3,17 @@
 # (scripts/base-image.sh), the project and its dependencies installed from wheels this script
 # makes with the host's pip (PyPI, and pip's cache) into wheelhouse/; the image build itself
 # runs with --network none.
-#   scripts/image.sh               prints the image tag; PYTHON=... picks the pip to use
+#   scripts/image.sh               prints the image tag
+# The wheels are resolved by a Python of the base image's version (environment markers such as
+# redis's `python_full_version < "3.11.3"` differ between patch releases): a venv of
+# $BASE_PYTHON (default /usr/bin/python3, Debian bookworm's 3.11.2, as in the base) kept in
+# build/image-pip/.
 # An image whose label org.ramplab.inputs equals the hash of its inputs (Dockerfile, the
 # package sources, the files ramplab/data links to, configs/, the base image) is reused as is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 image=${RAMPLAB_IMAGE:-ramplab:0.1.0}
-python=${PYTHON:-.venv/bin/python}
+base_python=${BASE_PYTHON:-/usr/bin/python3}
 base=$(scripts/base-image.sh)
 inputs=$(
   {
@@ -26,8 +30,17 @@ if [ "$have" = "$inputs" ]; then
   exit 0
 fi
 echo "image: building $image from $base (inputs $inputs)" >&2
+want=$(docker run --rm --network none "$base" python3 --version)
+have=$("$base_python" --version 2>&1 || true)
+if [ "$want" != "$have" ]; then
+  echo "image: the base has $want, $base_python is '$have': set BASE_PYTHON to a $want" >&2
+  exit 1
+fi
+if [ ! -x build/image-pip/bin/pip ]; then
+  "$base_python" -m venv build/image-pip >&2
+fi
 rm -rf wheelhouse
-"$python" -m pip wheel --quiet --wheel-dir wheelhouse '.[tracing]' >&2
+build/image-pip/bin/pip wheel --quiet --wheel-dir wheelhouse '.[tracing]' >&2
 docker build --network none --label "org.ramplab.inputs=$inputs" \
   --build-arg "BASE_IMAGE=$base" \
   --build-arg 'INSTALL=--no-index --find-links /src/wheelhouse ramplab[tracing]' \

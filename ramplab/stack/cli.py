@@ -111,7 +111,9 @@ def campaigns() -> None:
         try:
             text = load_campaign(path).description or ""
         except UsageError:  # an experiment's file: its description is read without checks
-            text = str((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("description", ""))
+            text = str(
+                (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("description", "")
+            )
         table.add_row(path.stem, " ".join(text.split()), str(path))
     console.print(table)
 

@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import typer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -50,12 +51,18 @@ class ContainerSettings(BaseModel):
     master_host: str = Field("master", min_length=1)
     master_port: int = Field(5557, ge=1, le=65535)
     results: Path = Path("/app/results")
+    web_port: int = Field(0, ge=0, le=65535)  # Locust's web UI on the bind host (0: headless)
     gates: str = ""  # extra gates, ';'-separated, as for --gate
 
     @field_validator("target_url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")) or "://" == value[-3:]:
+        parts = urlsplit(value)
+        try:
+            parts.port  # noqa: B018 - raises on a port that is not a number
+        except ValueError:
+            raise ValueError("expected http(s)://HOST[:PORT]") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("expected http(s)://HOST[:PORT]")
         return value
 
@@ -159,6 +166,8 @@ def master() -> None:
             gates=gates,
             argv=["ramplab", "container", "master"],
             master_bind=(host, port),
+            web_ui=settings.web_port > 0,
+            web_port=settings.web_port or None,
         )
         code = execute(request, Console(width=160))
     except UsageError as exc:
@@ -187,5 +196,4 @@ def worker(ctx: typer.Context) -> None:
     argv, env = worker_argv(settings, campaign, list(ctx.args))
     sys.stdout.flush()
     # exec: Locust becomes the container's process, gets its signals and sets its exit code.
-    os.execve(argv[0], argv, {**os.environ, **env})
-
+    os.execve(argv[0], argv, {**os.environ, **env})  # noqa: S606 - argv is ours, no shell

@@ -94,6 +94,7 @@ class StackConfig:
     # (host, port): the master serves its workers' port there and no worker starts here — the
     # ``workers`` expected connect from other hosts or containers (``ramplab container``).
     master_bind: tuple[str, int] | None = None
+    web_port: int | None = None  # with web_ui: Locust's UI port (None: a free one)
     python: str = sys.executable
     cwd: Path | None = None
     worker_extensions: list[WorkerExtension] = field(default_factory=list)
@@ -219,7 +220,7 @@ class LocalStack:
             "--ramplab-progress-file", str(cfg.progress_path),
         ]  # fmt: skip
         if cfg.web_ui:
-            self.web_port = free_port()
+            self.web_port = cfg.web_port or free_port()
             # --autostart runs the shape at once like --headless; --autoquit ends the process
             # a few seconds after the shape finishes, leaving the UI up to look at the end.
             argv += ["--autostart", "--autoquit", "5", "--web-host", bind_host,

@@ -71,6 +71,7 @@ class RunRequest:
     prometheus: bool = False
     linger_s: float = 0.0
     master_bind: tuple[str, int] | None = None  # remote workers (``StackConfig.master_bind``)
+    web_port: int | None = None  # with web_ui: this port (None: a free one)
 
 
 class _Interrupted(Exception):
@@ -135,6 +136,7 @@ def _stack_config(request: RunRequest, run_dir: Path, gates: list[Gate]) -> Stac
         web_ui=request.web_ui,
         health_timeout_s=campaign.stack.health_timeout_s,
         master_bind=request.master_bind,
+        web_port=request.web_port,
     )
 
 
