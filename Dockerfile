@@ -8,13 +8,19 @@
 ARG BASE_IMAGE=python:3.11.11-slim-bookworm
 
 FROM ${BASE_IMAGE} AS build
-# What pip installs: the source tree (dependencies from PyPI), or for a build with no index
-# (scripts/image.sh, `--network none`) the wheels scripts/image.sh put into wheelhouse/.
+# What the last step installs: the source tree (dependencies from PyPI), or for a build with no
+# index (scripts/image.sh, `--network none`) the project's wheel from dist-image/.
 ARG INSTALL=".[tracing]"
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
+RUN python3 -m venv /opt/venv
+# scripts/image.sh: the dependencies' wheels (wheelhouse/) first, a layer of their own that is
+# reused until they change. A registry build has no wheelhouse/ and installs nothing here.
+COPY pyproject.toml wheelhouse* /src/deps/
+RUN if ls /src/deps/*.whl >/dev/null 2>&1; then \
+      /opt/venv/bin/pip install --quiet --no-index --no-deps /src/deps/*.whl; fi
 COPY . .
-RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --quiet $INSTALL
+RUN /opt/venv/bin/pip install --quiet $INSTALL
 
 FROM ${BASE_IMAGE}
 # /prometheus: the TSDB when this image runs Prometheus too (a local base that has it).

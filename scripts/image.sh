@@ -7,7 +7,7 @@
 # The wheels are resolved by a Python of the base image's version (environment markers such as
 # redis's `python_full_version < "3.11.3"` differ between patch releases): a venv of
 # $BASE_PYTHON (default /usr/bin/python3, Debian bookworm's 3.11.2, as in the base) kept in
-# build/image-pip/.
+# build/image-pip/. wheelhouse/ (the dependencies) is kept between builds.
 # An image whose label org.ramplab.inputs equals the hash of its inputs (Dockerfile, the
 # package sources, the files ramplab/data links to, configs/, the base image) is reused as is.
 set -euo pipefail
@@ -36,14 +36,26 @@ if [ "$want" != "$have" ]; then
   echo "image: the base has $want, $base_python is '$have': set BASE_PYTHON to a $want" >&2
   exit 1
 fi
-if [ ! -x build/image-pip/bin/pip ]; then
+if [ ! -e build/image-pip/.ready ]; then
+  rm -rf build/image-pip
   "$base_python" -m venv build/image-pip >&2
+  build/image-pip/bin/pip install --quiet 'setuptools>=69' wheel >&2
+  touch build/image-pip/.ready
 fi
-rm -rf wheelhouse
-build/image-pip/bin/pip wheel --quiet --wheel-dir wheelhouse '.[tracing]' >&2
+# The dependencies' wheels are made again only when pyproject.toml changes: the same files keep
+# the image's dependency layer cached. The project's own wheel is made every time.
+deps_key=$({ echo "$base"; sha256sum pyproject.toml; } | sha256sum | cut -c1-16)
+if [ "$(cat wheelhouse/.key 2>/dev/null || true)" != "$deps_key" ]; then
+  rm -rf wheelhouse
+  build/image-pip/bin/pip wheel --quiet --wheel-dir wheelhouse '.[tracing]' >&2
+  rm -f wheelhouse/ramplab-*.whl
+  echo "$deps_key" >wheelhouse/.key
+fi
+rm -rf dist-image
+build/image-pip/bin/pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist-image . >&2
 docker build --network none --label "org.ramplab.inputs=$inputs" \
   --build-arg "BASE_IMAGE=$base" \
-  --build-arg 'INSTALL=--no-index --find-links /src/wheelhouse ramplab[tracing]' \
+  --build-arg 'INSTALL=--no-index --no-deps dist-image/ramplab-*.whl' \
   -t "$image" . >&2
-rm -rf wheelhouse
+rm -rf dist-image
 echo "$image"

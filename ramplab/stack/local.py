@@ -179,7 +179,7 @@ class LocalStack:
         self._await_workers(connected, deadline)
         on_step(f"{cfg.workers} workers connected")
         if self.web_port is not None:
-            on_step(f"Locust web UI on http://127.0.0.1:{self.web_port}")
+            on_step(f"Locust web UI on http://{bind_host}:{self.web_port}")
 
     def _spawn(self, spec: ProcessSpec) -> ManagedProcess:
         return ManagedProcess(spec, self.config.log_dir).start()
