@@ -4,9 +4,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Debian packages named after the command they provide (prometheus brings promtool too;
-# chromium renders report.html in the browser check).
-SYSTEM_TOOLS ?= prometheus chromium
+# Debian packages named after the command they provide, or COMMAND:PACKAGE (prometheus brings
+# promtool too; chromium renders report.html in the browser check; dockerd, docker-compose and
+# mmdebstrap build the image and bring the compose stack up in tests/ops/test_compose_up.py).
+SYSTEM_TOOLS ?= prometheus chromium dockerd:docker.io docker-compose mmdebstrap
 
 .PHONY: demo test check lint typecheck bench system-deps clean
 

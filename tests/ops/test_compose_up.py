@@ -27,7 +27,8 @@ import yaml
 
 from tests.support.processes import REPO
 
-pytestmark = [pytest.mark.deploy, pytest.mark.slow]
+# A cold image build (base and project) takes minutes: the timeout covers it (docs/deploy.md).
+pytestmark = [pytest.mark.deploy, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 COMPOSE = ["docker-compose", "-f", str(REPO / "docker-compose.yml"),
            "-f", str(REPO / "docker-compose.local.yml")]  # fmt: skip
