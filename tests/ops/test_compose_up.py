@@ -28,7 +28,11 @@ import yaml
 from tests.support.processes import REPO
 
 # A cold image build (base and project) takes minutes: the timeout covers it (docs/deploy.md).
-pytestmark = [pytest.mark.deploy, pytest.mark.slow, pytest.mark.timeout(1800)]
+# One xdist group: both tests share one stack (and its fixed host ports).
+pytestmark = [
+    pytest.mark.deploy, pytest.mark.slow, pytest.mark.timeout(1800),
+    pytest.mark.xdist_group("compose_up"),
+]  # fmt: skip
 
 COMPOSE = ["docker-compose", "-f", str(REPO / "docker-compose.yml"),
            "-f", str(REPO / "docker-compose.local.yml")]  # fmt: skip

@@ -24,7 +24,7 @@ import pytest
 
 from tests.support.processes import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]  # one wheel for both tests
 
 DATA = REPO / "ramplab" / "data"
 
