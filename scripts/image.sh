@@ -58,4 +58,7 @@ docker build --network none --label "org.ramplab.inputs=$inputs" \
   --build-arg 'INSTALL=--no-index --no-deps dist-image/ramplab-*.whl' \
   -t "$image" . >&2
 rm -rf dist-image
+# The image this one replaced (now untagged) would otherwise stay, ~700 MB per source change;
+# the build stage's untagged images stay: they are the dependency layer's cache.
+docker image prune --force --filter dangling=true --filter label=org.ramplab.inputs >/dev/null
 echo "$image"
