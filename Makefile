@@ -5,9 +5,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # Debian packages named after the command they provide, or COMMAND:PACKAGE (prometheus brings
-# promtool too; ip (iproute2) builds the network namespaces of the multi-host test;
-# chromium renders report.html in the browser check).
-SYSTEM_TOOLS ?= prometheus chromium ip:iproute2
+# promtool too; chromium renders report.html in the browser check; ip (iproute2) builds the
+# network namespaces of the multi-host test; dockerd, docker-compose and mmdebstrap build the
+# image and bring the compose stack up in tests/ops/test_compose_up.py).
+SYSTEM_TOOLS ?= prometheus chromium ip:iproute2 dockerd:docker.io docker-compose mmdebstrap
 
 .PHONY: demo test check lint typecheck bench system-deps clean
 

@@ -18,15 +18,15 @@ from typing import Any
 
 import yaml
 
+from ramplab.data import prometheus_dir
 from ramplab.errors import PromConfigError
 
-REPO = Path(__file__).resolve().parents[2]
-SHIPPED_RULES = REPO / "prometheus" / "rules"
+SHIPPED_RULES = prometheus_dir() / "rules"
 LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 def shipped_rule_files(rules_dir: Path = SHIPPED_RULES) -> list[Path]:
-    """The rule files the repository ships (empty when run from an install without them)."""
+    """The rule files ramplab ships (package data: ``ramplab/data/prometheus/rules``)."""
     return sorted(rules_dir.glob("*.yml")) if rules_dir.is_dir() else []
 
 

@@ -23,10 +23,12 @@ from typing import Annotated
 from urllib.parse import urlsplit
 
 import typer
+import yaml
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from ramplab import data
 from ramplab.attention.probe import DEFAULT_DEPTHS, DEFAULT_NEEDLE, DEFAULT_QUESTION
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
@@ -48,6 +50,7 @@ from ramplab.results.report import print_steps, write_report
 from ramplab.results.slo import evaluate_gates, parse_gates, print_gates
 from ramplab.stack import preflight
 from ramplab.stack.campaign import load_campaign
+from ramplab.stack.container import container_app
 from ramplab.stack.rebuild import load_summary
 from ramplab.stack.run import DEFAULT_LOCUSTFILE, RunRequest, execute
 
@@ -83,9 +86,40 @@ def _check_url(url: str) -> None:
         raise UsageError("--target", f"expected http(s)://HOST[:PORT], got {url!r}")
 
 
+def _campaign_path(given: Path) -> Path:
+    """A path that exists wins; otherwise a shipped campaign by name (``demo``,
+    ``campaigns/demo.yaml``), so the README's commands work from any directory."""
+    return given if given.exists() else (data.campaign(given) or given)
+
+
 CampaignArg = Annotated[
-    Path, typer.Argument(help="Campaign YAML (see campaigns/ and docs/cli.md).", show_default=False)
+    Path,
+    typer.Argument(
+        help="Campaign YAML, or a shipped campaign's name (`ramplab campaigns`; docs/cli.md).",
+        show_default=False,
+        callback=_campaign_path,
+    ),
 ]
+
+
+@app.command()
+def campaigns() -> None:
+    """List the campaigns shipped with ramplab (usable by name from any directory)."""
+    table = Table(title_justify="left")
+    for column in ("name", "description", "file"):
+        table.add_column(column)
+    for path in data.campaigns():
+        try:
+            text = load_campaign(path).description or ""
+        except UsageError:  # an experiment's file: its description is read without checks
+            text = str(
+                (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("description", "")
+            )
+        table.add_row(path.stem, " ".join(text.split()), str(path))
+    console.print(table)
+
+
+app.add_typer(container_app, name="container")
 
 
 @app.command()

@@ -7,7 +7,8 @@ Start order and what "healthy" means:
 2. extra processes (``extras``), each with its own readiness check — before the master, so that
    a Prometheus among them sees the ramp from its first arrival;
 3. the master: its worker port accepts connections;
-4. the workers: the master's log says ``N workers connected``, and none of them has exited.
+4. the workers: the master's log says ``N workers connected``, and none of them has exited
+   (with ``master_bind`` none starts here: the master waits for N workers from elsewhere).
 
 Each step has one deadline; a process that exits early or misses the deadline stops the whole
 stack with a ``StackError`` naming the process, what was awaited and the tail of its log.
@@ -90,6 +91,10 @@ class StackConfig:
     dns_name: str = DEFAULT_NAME
     web_ui: bool = False
     health_timeout_s: float = 60.0
+    # (host, port): the master serves its workers' port there and no worker starts here — the
+    # ``workers`` expected connect from other hosts or containers (``ramplab container``).
+    master_bind: tuple[str, int] | None = None
+    web_port: int | None = None  # with web_ui: Locust's UI port (None: a free one)
     python: str = sys.executable
     cwd: Path | None = None
     worker_extensions: list[WorkerExtension] = field(default_factory=list)
@@ -160,17 +165,21 @@ class LocalStack:
             self.extras.append(extra)
             self._await(extra, readiness, deadline)
             on_step(f"{spec.name} ready")
-        self.master_port = free_port()
-        self.master = self._spawn(self._master_spec())
-        self._await(self.master, PortReady(self.master_port), deadline)
-        on_step(f"master listening on 127.0.0.1:{self.master_port}")
-        for index in range(cfg.workers):
-            self.workers.append(self._spawn(self._worker_spec(index)))
+        bind_host, self.master_port = cfg.master_bind or ("127.0.0.1", free_port())
+        self.master = self._spawn(self._master_spec(bind_host))
+        probe = "127.0.0.1" if bind_host in ("0.0.0.0", "*") else bind_host
+        self._await(self.master, PortReady(self.master_port, probe), deadline)
+        on_step(f"master listening on {bind_host}:{self.master_port}")
+        if cfg.master_bind is not None:
+            on_step(f"waiting for {cfg.workers} workers to connect")
+        else:
+            for index in range(cfg.workers):
+                self.workers.append(self._spawn(self._worker_spec(index)))
         connected = LogReady(self.master.log_path, rf"\b{cfg.workers} workers connected")
         self._await_workers(connected, deadline)
         on_step(f"{cfg.workers} workers connected")
         if self.web_port is not None:
-            on_step(f"Locust web UI on http://127.0.0.1:{self.web_port}")
+            on_step(f"Locust web UI on http://{bind_host}:{self.web_port}")
 
     def _spawn(self, spec: ProcessSpec) -> ManagedProcess:
         return ManagedProcess(spec, self.config.log_dir).start()
@@ -198,12 +207,12 @@ class LocalStack:
     def _locust(self) -> list[str]:
         return [self.config.python, "-m", "locust", "-f", str(self.config.locustfile)]
 
-    def _master_spec(self) -> ProcessSpec:
+    def _master_spec(self, bind_host: str) -> ProcessSpec:
         cfg = self.config
         argv = [
             *self._locust(),
             "--host", self.target_url,
-            "--master", "--master-bind-host", "127.0.0.1",
+            "--master", "--master-bind-host", bind_host,
             "--master-bind-port", str(self.master_port),
             "--expect-workers", str(cfg.workers),
             "--expect-workers-max-wait", str(max(1, round(cfg.health_timeout_s))),
@@ -211,10 +220,10 @@ class LocalStack:
             "--ramplab-progress-file", str(cfg.progress_path),
         ]  # fmt: skip
         if cfg.web_ui:
-            self.web_port = free_port()
+            self.web_port = cfg.web_port or free_port()
             # --autostart runs the shape at once like --headless; --autoquit ends the process
             # a few seconds after the shape finishes, leaving the UI up to look at the end.
-            argv += ["--autostart", "--autoquit", "5", "--web-host", "127.0.0.1",
+            argv += ["--autostart", "--autoquit", "5", "--web-host", bind_host,
                      "--web-port", str(self.web_port)]  # fmt: skip
         else:
             argv.append("--headless")

@@ -26,6 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from ramplab import data
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.results.outcome import exit_code
@@ -44,8 +45,7 @@ from ramplab.stack.resultsdir import new_results_dir
 
 __all__ = ["RunRequest", "execute"]
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_LOCUSTFILE = REPO / "locustfiles" / "llm_ramp.py"
+DEFAULT_LOCUSTFILE = data.locustfile()
 # Beyond the shape and its drain, how long the master may take to start and finish.
 MASTER_SLACK_S = 120.0
 LINE_EVERY_S = 5.0
@@ -70,6 +70,8 @@ class RunRequest:
     metrics: bool = False
     prometheus: bool = False
     linger_s: float = 0.0
+    master_bind: tuple[str, int] | None = None  # remote workers (``StackConfig.master_bind``)
+    web_port: int | None = None  # with web_ui: this port (None: a free one)
 
 
 class _Interrupted(Exception):
@@ -133,6 +135,8 @@ def _stack_config(request: RunRequest, run_dir: Path, gates: list[Gate]) -> Stac
         dns_name=DEFAULT_NAME if campaign.stack.dns is None else campaign.stack.dns.name,
         web_ui=request.web_ui,
         health_timeout_s=campaign.stack.health_timeout_s,
+        master_bind=request.master_bind,
+        web_port=request.web_port,
     )
 
 

@@ -17,14 +17,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import configargparse
 import jsonschema
 import pytest
 import yaml
 
-from ramplab.load.shapes import parse_shape
-from ramplab.options import register_ramp_options, register_stream_options, schema
+from ramplab.options import schema
 from ramplab.stack.campaign import load_campaign
+from ramplab.stack.container import (
+    ContainerSettings,
+    check_option_variables,
+    settings_from,
+    worker_argv,
+)
 from tests.support.processes import REPO
 
 COMPOSE = REPO / "docker-compose.yml"
@@ -58,23 +62,28 @@ def test_the_schema_check_catches_a_mistake() -> None:
     assert len(schema_errors(broken)) == 2
 
 
-def has_compose() -> bool:
-    if shutil.which("docker") is None:
-        return False
-    probe = subprocess.run(
-        ["docker", "compose", "version"], capture_output=True, timeout=30, check=False
-    )
-    return probe.returncode == 0
+def compose_command() -> list[str] | None:
+    """``docker compose`` (v2) where it works, else Debian's ``docker-compose`` (1.29)."""
+    if shutil.which("docker") is not None:
+        probe = subprocess.run(
+            ["docker", "compose", "version"], capture_output=True, timeout=30, check=False
+        )
+        if probe.returncode == 0:
+            return ["docker", "compose"]
+    return ["docker-compose"] if shutil.which("docker-compose") else None
 
 
-@pytest.mark.skipif(not has_compose(), reason="no `docker compose` on this machine")
+@pytest.mark.skipif(compose_command() is None, reason="no docker compose on this machine")
 def test_docker_compose_config_accepts_it() -> None:
-    done = subprocess.run(
-        ["docker", "compose", "-f", str(COMPOSE), "config", "--quiet"],
-        env={**os.environ, "GRAFANA_ADMIN_PASSWORD": "test"},
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    command = compose_command()
+    assert command is not None
+    for files in ([COMPOSE], [COMPOSE, REPO / "docker-compose.local.yml"]):
+        done = subprocess.run(
+            [*command, *(f"--file={f}" for f in files), "config", "--quiet"],
+            env={**os.environ, "GRAFANA_ADMIN_PASSWORD": "test"},
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
 
 
 def test_the_services_the_issue_asks_for() -> None:
@@ -112,42 +121,40 @@ def test_ports_are_published_on_loopback_only() -> None:
 
 def test_target_is_limited_to_four_cpus_and_checks_readyz() -> None:
     target = services()["target"]
-    assert float(target["cpus"]) == 4
+    assert float(DEFAULTED.sub(r"\1", str(target["cpus"]))) == 4
     assert any("/readyz" in part for part in target["healthcheck"]["test"])
     assert target["environment"]["APP_REDIS_URL"] == "redis://redis:6379/0"
 
 
-def test_master_runs_the_campaign_with_its_ui_and_the_ports_prometheus_scrapes() -> None:
-    master, worker = services()["master"]["command"], services()["worker"]["command"]
-    assert "--autostart" in master
-    assert "--headless" not in master
-    assert master[master.index("--master-metrics-port") + 1] == "9100"
-    assert worker[worker.index("--metrics-port") + 1] == "9101"
+def test_master_and_workers_run_through_ramplab_on_the_ports_prometheus_scrapes() -> None:
+    master, worker = services()["master"], services()["worker"]
+    assert master["command"] == ["ramplab", "container", "master"]
+    assert worker["command"] == ["ramplab", "container", "worker"]
+    assert master["environment"]["RAMPLAB_MASTER_METRICS_PORT"] == "9100"
+    assert master["environment"]["RAMPLAB_WEB_PORT"] == "8089"
+    assert "127.0.0.1:8089:8089" in master["ports"]
+    assert worker["environment"]["RAMPLAB_METRICS_PORT"] == "9101"
+    assert worker["environment"]["RAMPLAB_MASTER_HOST"] == "master"
     prometheus = yaml.safe_load((REPO / "prometheus" / "prometheus.yml").read_text())
     jobs = {job["job_name"]: job for job in prometheus["scrape_configs"]}
     assert jobs["master"]["static_configs"][0]["targets"] == ["master:9100"]
     assert jobs["worker"]["dns_sd_configs"][0]["port"] == 9101
-    assert "./results:/app/results" in services()["master"]["volumes"]
+    assert "${RAMPLAB_RESULTS_DIR:-./results}:/app/results" in master["volumes"]
 
 
-def test_campaign_variables_are_real_locust_options() -> None:
+def container_variables() -> set[str]:
+    return {f"RAMPLAB_{name.upper()}" for name in ContainerSettings.model_fields}
+
+
+def test_variables_are_locust_options_or_container_settings_never_both() -> None:
     known = {option.env for option in schema.OPTIONS}
+    assert not known & container_variables()  # one meaning per variable
     for name in ("master", "worker"):
-        assert set(services()[name]["environment"]) <= known
+        assert set(services()[name]["environment"]) <= known | container_variables()
 
 
 DEMO = REPO / "campaigns" / "demo.yaml"
 DEFAULTED = re.compile(r"^\$\{\w+:-(.*)\}$")
-# Labels, the exporter's bind address and where traces go: compose's own business, not the
-# campaign's.
-COMPOSE_ONLY = {option.dest for option in schema.options_of("metrics")} | {"otlp_endpoint"}
-
-
-def registered_parser() -> configargparse.ArgumentParser:
-    parser = configargparse.ArgumentParser()
-    register_stream_options(parser)
-    register_ramp_options(parser)
-    return parser
 
 
 def resolved(environment: dict[str, Any]) -> dict[str, str]:
@@ -155,45 +162,28 @@ def resolved(environment: dict[str, Any]) -> dict[str, str]:
     return {k: DEFAULTED.sub(r"\1", str(v)) for k, v in environment.items()}
 
 
-def campaign_mismatches(environment: dict[str, str]) -> set[str]:
-    """Options on which Locust, reading ``environment``, differs from ``campaigns/demo.yaml``."""
-    parser = registered_parser()
-    campaign = load_campaign(DEMO)
-    local = parser.parse_args(campaign.locust_args(), env_vars=campaign.locust_env())
-    composed = parser.parse_args([], env_vars=environment)
-    stages = [(s.rate, s.duration_s, s.warmup_s) for s in campaign.load_shape.stages]
-    differ = {
-        dest for dest, value in vars(local).items()
-        if dest not in COMPOSE_ONLY | {"ramplab_shape"} and getattr(composed, dest) != value
-    }  # fmt: skip
-    shape = parse_shape(composed.ramplab_shape)
-    if [(s.rate, s.duration_s, s.warmup_s) for s in shape.stages] != stages:
-        differ.add("ramplab_shape")
-    return differ
-
-
 def test_compose_runs_the_demo_campaign() -> None:
-    """``docker compose up`` and ``make demo`` run the same ramp with the same requests against
-    a target with the same latency model (only the CPUs and the number of workers differ)."""
+    """Master and workers read one campaign file, campaigns/demo.yaml by default (what `make
+    demo` runs); the target has its latency model (only the CPUs and the workers differ)."""
     master = resolved(services()["master"]["environment"])
-    assert master == resolved(services()["worker"]["environment"])
-    assert campaign_mismatches(master) == set()
+    worker = resolved(services()["worker"]["environment"])
+    assert master["RAMPLAB_CAMPAIGN"] == worker["RAMPLAB_CAMPAIGN"] == "campaigns/demo.yaml"
+    mount = "${RAMPLAB_CAMPAIGNS_DIR:-./campaigns}:/app/campaigns:ro"
+    assert mount in services()["master"]["volumes"]
+    assert mount in services()["worker"]["volumes"]
     target = resolved(services()["target"]["environment"])
     demo = load_campaign(DEMO)
     expected = demo.target.environment()
     assert {k: target.get(k) for k in expected} == expected
-    command = services()["master"]["command"]
-    expect = DEFAULTED.sub(r"\1", command[command.index("--expect-workers") + 1])
-    assert int(expect) == services()["worker"]["deploy"]["replicas"] == demo.stack.workers
+    workers = int(master["RAMPLAB_WORKERS"])
+    assert workers == services()["worker"]["deploy"]["replicas"] == demo.stack.workers
 
 
-def test_a_campaign_mismatch_would_be_caught() -> None:
-    master = resolved(services()["master"]["environment"])
-    assert campaign_mismatches({**master, "RAMPLAB_MAX_TOKENS": "64"}) == {"max_tokens"}
-    assert campaign_mismatches({**master, "RAMPLAB_SHAPE": "1,2,5@20s/5s"}) == {"ramplab_shape"}
-    assert "ignore_eos" in campaign_mismatches(
-        {k: v for k, v in master.items() if k != "RAMPLAB_IGNORE_EOS"}
-    )
+def test_the_compose_variables_pass_the_entry_points_checks() -> None:
+    for name in ("master", "worker"):
+        environment = resolved(services()[name]["environment"])
+        settings_from(environment)
+        check_option_variables(environment)
 
 
 # Locust's own parser with ours registered, as a container builds it; in a subprocess because
@@ -221,27 +211,49 @@ def locust_parse(args: list[str], environment: dict[str, str]) -> dict[str, Any]
     return parsed
 
 
-def test_compose_command_lines_parse_as_the_demo_campaign() -> None:
-    """Each container's whole ``locust`` command line and environment, read by Locust's parser
-    with ours registered: every flag is known, and ours hold demo.yaml's values."""
+def test_the_worker_command_line_parses_as_the_demo_campaign() -> None:
+    """The worker container's whole ``locust`` command line (``ramplab container worker``) and
+    environment, read by Locust's parser with ours registered: every flag is known, and ours
+    hold demo.yaml's values."""
+    environment = resolved(services()["worker"]["environment"])
     campaign = load_campaign(DEMO)
-    expected = json.loads(
-        json.dumps(vars(registered_parser().parse_args(campaign.locust_args())), default=str)
-    )
-    for name in ("master", "worker"):
-        command = [DEFAULTED.sub(r"\1", part) for part in services()[name]["command"]]
-        assert command[0] == "locust"
-        parsed = locust_parse(command[1:], resolved(services()[name]["environment"]))
-        for option in schema.campaign_options():
-            if option.dest != "ramplab_shape":
-                assert parsed[option.dest] == expected[option.dest], (name, option.flag)
+    argv, secrets = worker_argv(settings_from(environment), campaign, [])
+    assert argv[1:3] == ["-m", "locust"]
+    parsed = locust_parse(argv[3:], {**environment, **secrets})
+    expected = locust_parse(campaign.locust_args(), {})
+    for option in schema.campaign_options():
+        assert parsed[option.dest] == expected[option.dest], option.flag
+    assert parsed["worker"] is True
+    assert parsed["master_host"] == "master"
     assert parsed["metrics_port"] == 9101
-    assert parsed["run_id"] == "compose-demo"
+    assert parsed["metrics_host"] == "0.0.0.0"
 
 
-def test_the_image_holds_the_campaigns() -> None:
+def test_the_image_ships_the_data_as_package_data() -> None:
+    """Nothing but the target's config is copied beside the venv; the build context admits
+    the folders ramplab/data links to (a registry build installs from the source tree)."""
     copied = [args.split()[0] for op, args in dockerfile() if op == "COPY"]
-    assert "campaigns" in copied
+    assert "campaigns" not in copied
+    admitted = (REPO / ".dockerignore").read_text().split()
+    for link in ("campaigns", "locustfiles", "prometheus", "grafana"):
+        assert (REPO / "ramplab" / "data" / link).resolve() == (REPO / link).resolve()
+        assert f"!{link}" in admitted
+
+
+def test_the_local_base_has_what_the_local_override_runs() -> None:
+    """docker-compose.local.yml runs Redis and Prometheus from the project image: its base must
+    carry them and the tools of their healthchecks."""
+    override = yaml.safe_load((REPO / "docker-compose.local.yml").read_text())["services"]
+    assert {override[name]["image"] for name in ("redis", "prometheus")} == {
+        services()["master"]["image"]
+    }
+    script = (REPO / "scripts" / "base-image.sh").read_text()
+    packages = re.search(r"^packages=(\S+)$", script, re.MULTILINE)
+    assert packages is not None
+    for package in ("python3", "python3-venv", "redis-server", "prometheus", "wget", "passwd"):
+        assert package in packages.group(1).split(",")
+    assert services()["redis"]["healthcheck"]["test"][1] == "redis-cli"  # redis-server's Depends
+    assert services()["prometheus"]["healthcheck"]["test"][1] == "wget"
 
 
 def test_grafana_is_provisioned_read_only_for_visitors() -> None:
@@ -257,7 +269,8 @@ def test_grafana_is_provisioned_read_only_for_visitors() -> None:
 def test_every_mounted_path_exists() -> None:
     for name, service in services().items():
         for volume in service.get("volumes", []):
-            source = volume.split(":")[0]
+            source = DEFAULTED.sub(r"\1", volume.rsplit(":", 2)[0] if volume.endswith(":ro")
+                                   else volume.rsplit(":", 1)[0])  # fmt: skip
             assert source.startswith("./"), f"{name}: {volume} (bind mounts only)"
             assert (REPO / source).exists(), f"{name} mounts missing {source}"
 
@@ -274,8 +287,13 @@ def dockerfile() -> list[tuple[str, str]]:
 
 def test_dockerfile_is_slim_pinned_and_non_root() -> None:
     instructions = dockerfile()
-    bases = [args.split()[0] for op, args in instructions if op == "FROM"]
-    assert bases
+    # FROM ${BASE_IMAGE}: the ARG's default is the registry's base (scripts/image.sh passes the
+    # local one).
+    (default,) = [args.split("=", 1)[1] for op, args in instructions
+                  if op == "ARG" and args.startswith("BASE_IMAGE=")]  # fmt: skip
+    bases = [args.split()[0].replace("${BASE_IMAGE}", default) for op, args in instructions
+             if op == "FROM"]  # fmt: skip
+    assert len(bases) == 2
     assert all(PINNED.match(base) and "slim" in base for base in bases)
     users = [args for op, args in instructions if op == "USER"]
     assert users, "no USER: the image would run as root"
@@ -283,7 +301,8 @@ def test_dockerfile_is_slim_pinned_and_non_root() -> None:
     for op, args in instructions:
         if op == "COPY" and not args.startswith("--from"):
             for source in args.split()[:-1]:
-                assert (REPO / source).exists(), f"COPY {source}: missing"
+                if "*" not in source:  # wheelhouse*: present for scripts/image.sh's builds only
+                    assert (REPO / source).exists(), f"COPY {source}: missing"
     assert {"8000", "8089", "9100", "9101"} <= set(
         next(args for op, args in instructions if op == "EXPOSE").split()
     )
@@ -340,9 +359,9 @@ def readme_mismatches(section: str) -> list[str]:
     for service in re.findall(r"--scale (\w+)=", section):
         if service not in services():
             problems.append(f"--scale {service}: no such service")
-    shape = DEFAULTED.sub(r"\1", services()["master"]["environment"]["RAMPLAB_SHAPE"])
-    if f"`{shape}`" not in section:
-        problems.append(f"the README does not quote the compose ramp {shape!r}")
+    campaign = DEFAULTED.sub(r"\1", services()["master"]["environment"]["RAMPLAB_CAMPAIGN"])
+    if f"({campaign})" not in section:
+        problems.append(f"the README does not link the compose campaign {campaign!r}")
     return problems
 
 
@@ -359,11 +378,11 @@ def test_a_readme_mismatch_would_be_caught() -> None:
     ]
     no_profile = section.replace("(profile `tracing`)", "")
     assert len(readme_mismatches(no_profile)) == 1
-    unknown = section.replace("RAMPLAB_EXPECT_WORKERS=4", "RAMPLAB_WORKERS=4")
+    unknown = section.replace("RAMPLAB_WORKERS=4", "RAMPLAB_EXPECT_WORKERS=4")
     assert readme_mismatches(unknown) == [
-        "the README sets RAMPLAB_WORKERS, the compose file never reads it"
+        "the README sets RAMPLAB_EXPECT_WORKERS, the compose file never reads it"
     ]
-    assert len(readme_mismatches(section.replace("@20s/5s", "@30s/5s"))) == 1
+    assert len(readme_mismatches(section.replace("(campaigns/demo.yaml)", "(demo)"))) == 1
 
 
 # What each image has to run its healthcheck with — checked here because no engine runs them.

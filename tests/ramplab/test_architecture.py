@@ -384,7 +384,7 @@ def test_repository_paths_survived_the_move() -> None:
     from ramplab.metrics.dashboards import __main__ as dashboards
     from ramplab.stack import preflight, run
 
-    for repo in (promconfig.REPO, preflight.REPO, run.REPO):
-        assert (repo / "pyproject.toml").is_file(), repo
+    assert (preflight.REPO / "pyproject.toml").is_file(), preflight.REPO
     assert promconfig.SHIPPED_RULES.is_dir()
+    assert run.DEFAULT_LOCUSTFILE.is_file()
     assert dashboards.DEFAULT_DIR.is_dir()

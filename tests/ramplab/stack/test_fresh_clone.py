@@ -76,5 +76,7 @@ def test_demo_command_on_a_fresh_clone(clone: Path) -> None:
     meta = run_meta(run_dir)
     assert meta["exit_code"] == 0
     assert not wait_gone(list(meta["processes"].values()))
-    # The Locust processes ran the clone's locustfile, not this checkout's.
-    assert meta["locustfile"] == str(clone / "locustfiles" / "llm_ramp.py")
+    # The Locust processes ran the clone's locustfile (package data: ramplab/data links to
+    # locustfiles/), not this checkout's.
+    assert meta["locustfile"] == str(clone / "ramplab" / "data" / "locustfiles" / "llm_ramp.py")
+    assert Path(meta["locustfile"]).resolve() == clone / "locustfiles" / "llm_ramp.py"
