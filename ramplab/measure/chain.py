@@ -118,6 +118,7 @@ class RequestChain:
         self.wall = wall
         self.sleep = sleep
         self.verifier = verifier  # content integrity, only when asked for (integrity.py)
+        self.last_text = ""  # the last request's answer text (run() sets it)
 
     def run(
         self,
@@ -182,6 +183,8 @@ class RequestChain:
             self.sleep(waited)
         assert last is not None
         assert first_sent is not None
+        # The answer as streamed (first choice's content), for a session's history.
+        self.last_text = "".join(last.content_parts)
         return self._record(intended, intended_epoch, first_sent, log, last, step, target_qps)
 
     def _rejected(

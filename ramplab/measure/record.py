@@ -64,6 +64,9 @@ class RequestRecord:
     # them (the reference target's ``timing_detail`` extension): for checking our own accuracy.
     server_events_ms: list[float] = field(default_factory=list)
     integrity: str | None = None  # "verified" / "failed" with --verify-signature, else None
+    # Multi-turn sessions (measure/session.py): the session's id and this request's 1-based turn.
+    session_id: str | None = None
+    turn: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # Field by field, not ``dataclasses.asdict``: that deep-copies every value and cost

@@ -24,6 +24,7 @@ from ramplab.errors import UsageError
 from ramplab.load.arrivals.schedule import make_process
 from ramplab.load.outage import parse_outage
 from ramplab.load.shapes import parse_shape
+from ramplab.load.think import SPEC_HELP, parse_think_time
 from ramplab.results.slo import parse_gates, parse_request_slo
 from ramplab.retry.config import parse_retry
 
@@ -40,6 +41,7 @@ __all__ = [
     "SWITCH_OFF",
     "SWITCH_ON",
     "TEXT",
+    "THINK_TIME",
     "URL_PATH",
     "Kind",
     "choice",
@@ -259,3 +261,11 @@ RETRY = Kind("policy name or JSON", _retry, _retry_text)
 SLO = Kind("NAME<=MS,...", _slo, _slo_text)
 GATES = Kind("gates, ;-separated", _gates)
 OUTAGE = Kind("START+DURATION", _outage)
+
+
+def _think_time(text: str, field: str) -> str:
+    parse_think_time(text, field)
+    return text.strip()
+
+
+THINK_TIME = Kind(SPEC_HELP, _think_time, _number_text)

@@ -184,6 +184,16 @@ OPTIONS: tuple[Option, ...] = (
     _stream("--h2-window", kinds.integer(1), None,
             "HTTP/2 receive window in bytes (SETTINGS_INITIAL_WINDOW_SIZE; default: httpcore's "
             "16 MiB)", campaign="workload.h2_window"),
+    # Multi-turn sessions (docs/workloads.md): each open-loop arrival starts one session.
+    _stream("--session-turns", _POSITIVE, 1,
+            "turns per session: each arrival is a conversation of this many turns (1: none)",
+            campaign="workload.sessions.turns"),
+    _stream("--session-think-time", kinds.THINK_TIME, "0",
+            "seconds between an answer and the session's next turn",
+            campaign="workload.sessions.think_time"),
+    _stream("--session-header", kinds.TEXT, "x-session-id",
+            "session-affinity header carrying the session id ('': none)",
+            campaign="workload.sessions.affinity_header", to_setting=_optional),
     # The run's results directory is the stack's to choose, not the campaign's.
     _stream("--results-dir", kinds.TEXT, None, "write requests.jsonl and summary.json here",
             to_setting=_path),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from locust import User, constant, task
@@ -10,7 +11,7 @@ from locust.env import Environment
 from ramplab.measure.chain import Endpoint, RequestChain
 from ramplab.measure.context import UserContext
 from ramplab.measure.record import RequestRecord
-from ramplab.measure.workload import PromptSource, prompt_source, request_body
+from ramplab.measure.workload import Messages, PromptSource, prompt_source, request_body
 from ramplab.plugin.plugin import RamplabPlugin, install, plugin_of
 from ramplab.retry.base import NoRetry, RetryPolicy
 
@@ -74,11 +75,18 @@ class LLMStreamUser(User):
         intended_start: float | None = None,
         step: int | None = None,
         target_qps: float | None = None,
+        messages: Messages | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> RequestRecord:
-        """Make one request now; ``intended_start`` on ``time.perf_counter()`` (None: now)."""
+        """Make one request now; ``intended_start`` on ``time.perf_counter()`` (None: now).
+
+        ``messages`` (default: the next prompt) and ``headers`` (added to ``--extra-headers``)
+        let a session send its history and its affinity header."""
         settings = self.shared.settings
-        body = request_body(settings, self.shared.model(), self.prompts.next())
-        record = self.chain.run(body, settings.extra_headers, intended_start, step, target_qps)
+        prompt = messages if messages is not None else self.prompts.next()
+        body = request_body(settings, self.shared.model(), prompt)
+        sent = {**settings.extra_headers, **headers} if headers else settings.extra_headers
+        record = self.chain.run(body, sent, intended_start, step, target_qps)
         self.finish_record(record)
         self._fire(record)
         self.shared.emit(record)

@@ -90,7 +90,11 @@ class WorkerEngine:
 
     def observe(self, record: RequestRecord) -> None:
         if record.total_ms is not None:
-            self._durations.append(record.total_ms / 1000.0)
+            self.observe_s(record.total_ms / 1000.0)
+
+    def observe_s(self, seconds: float) -> None:
+        """How long one arrival held its user (a request, or a whole session)."""
+        self._durations.append(seconds)
 
     def progress(self) -> dict[str, Any]:
         shape = self.shape

@@ -7,6 +7,8 @@
     │   ├── by_worker: WorkerCounts
     │   └── ttft_ms, ...: Percentiles
     ├── outage: OutageSummary   with --ramplab-outage
+    ├── sessions: SessionsSummary   multi-turn sessions (--session-turns > 1)
+    │   └── turns: TurnStats        TTFT and prompt length by turn
     └── gates: GateVerdict      every gate of the run, evaluated once by the producer
 
 ``Figures`` holds what a step and the whole run share (counts, rates, ratios, latencies), so a
@@ -35,7 +37,9 @@ __all__ = [
     "OutageSummary",
     "Percentiles",
     "RunSummary",
+    "SessionsSummary",
     "StepStats",
+    "TurnStats",
     "WorkerCounts",
 ]
 
@@ -126,6 +130,25 @@ class OutageSummary(_Frozen):
     recovery_s: float | None
 
 
+class TurnStats(_Frozen):
+    """The requests of one turn index across the run's sessions (1 = each session's first)."""
+
+    turn: int
+    requests: int
+    ok: int
+    ttft_ms: Percentiles
+    prompt_tokens: Percentiles
+
+
+class SessionsSummary(_Frozen):
+    """Multi-turn sessions: the rate of sessions (the schedule's arrivals) and each turn's TTFT."""
+
+    sessions: int
+    offered_sessions_per_s: float | None
+    achieved_sessions_per_s: float
+    turns: tuple[TurnStats, ...]
+
+
 class GateVerdict(_Frozen):
     """One gate's outcome: ``observed`` holds (resolved path, value), several for ``steps[*]``."""
 
@@ -152,6 +175,7 @@ class RunSummary(Figures):
     workers: tuple[tuple[float, tuple[str, ...]], ...] | None = None
     retry: Any = None
     outage: OutageSummary | None = None
+    sessions: SessionsSummary | None = None
     gates: tuple[GateVerdict, ...] = ()
     rebuilt: bool = False
     stopped_at_s: float | None = None

@@ -88,6 +88,14 @@ class Auth(_Strict):
     token_path: str = _default("workload.auth.token_path")
 
 
+class Sessions(_Strict):
+    """Multi-turn sessions (``--session-*``): each arrival is a conversation of ``turns``."""
+
+    turns: int = _default("workload.sessions.turns")
+    think_time: str | float = _default("workload.sessions.think_time")
+    affinity_header: str | None = _default("workload.sessions.affinity_header")
+
+
 class Workload(_Strict):
     """What each request asks for and how the client sends it: the streaming user's options."""
 
@@ -110,6 +118,7 @@ class Workload(_Strict):
     connect_timeout_s: float = _default("workload.connect_timeout_s")
     read_timeout_s: float = _default("workload.read_timeout_s")
     auth: Auth = Auth()
+    sessions: Sessions = Sessions()
     verify_tls: bool = _default("workload.verify_tls")
     ca_file: Path | None = Field(
         default_factory=lambda: schema.campaign_default("workload.ca_file"), strict=False
