@@ -32,6 +32,7 @@ __all__ = [
     "ADDRESS",
     "ARRIVALS",
     "GATES",
+    "HEADER_NAME",
     "JSON_OBJECT",
     "OUTAGE",
     "PORT",
@@ -269,3 +270,13 @@ def _think_time(text: str, field: str) -> str:
 
 
 THINK_TIME = Kind(SPEC_HELP, _think_time, _number_text)
+
+
+def _header_name(text: str, field: str) -> str:
+    name = text.strip()
+    if name and not all(c.isascii() and (c.isalnum() or c == "-") for c in name):
+        raise UsageError(field, f"{text!r} is not an HTTP header name (letters, digits, '-')")
+    return name
+
+
+HEADER_NAME = Kind("header name ('': none)", _header_name)

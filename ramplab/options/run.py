@@ -17,6 +17,7 @@ from ramplab.load.outage import Outage, parse_outage
 from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, parse_shape
 from ramplab.load.sizing import prior_duration_s
+from ramplab.load.think import parse_think_time
 from ramplab.options import kinds, schema
 from ramplab.results.slo import Gate, RequestSlo, parse_gates, parse_request_slo
 from ramplab.retry.config import RetryConfig, parse_retry
@@ -59,6 +60,10 @@ def from_options(parsed: Any) -> RunOptions:
     prior = float(get("--ramplab-duration-prior"))
     if prior == 0:
         prior = prior_duration_s(int(get("--max-tokens")))
+        turns = int(get("--session-turns"))
+        if turns > 1:  # an arrival holds its user for a whole session
+            think = parse_think_time(get("--session-think-time"), "--session-think-time")
+            prior = turns * prior + (turns - 1) * think.mean_s
     retry_spec = kinds.retry_spec(str(get("--ramplab-retry") or ""), "--ramplab-retry")
     retry = parse_retry(retry_spec, field="--ramplab-retry") if retry_spec is not None else None
     gate_texts = kinds.gate_texts(str(get("--ramplab-gate") or ""))

@@ -191,7 +191,7 @@ OPTIONS: tuple[Option, ...] = (
     _stream("--session-think-time", kinds.THINK_TIME, "0",
             "seconds between an answer and the session's next turn",
             campaign="workload.sessions.think_time"),
-    _stream("--session-header", kinds.TEXT, "x-session-id",
+    _stream("--session-header", kinds.HEADER_NAME, "x-session-id",
             "session-affinity header carrying the session id ('': none)",
             campaign="workload.sessions.affinity_header", to_setting=_optional),
     # The run's results directory is the stack's to choose, not the campaign's.

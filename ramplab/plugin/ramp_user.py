@@ -97,7 +97,9 @@ class RampUser(LLMStreamUser):
             self._session = None
             engine.dispatcher.done()
 
-    def _run_session(self, engine: WorkerEngine, sessions: SessionSettings, arrival: Arrival) -> None:
+    def _run_session(
+        self, engine: WorkerEngine, sessions: SessionSettings, arrival: Arrival
+    ) -> None:
         """One session on this user: its turns back to back, a think time apart.
 
         Only the first turn is paced by the schedule (the arrival is the session's start); each

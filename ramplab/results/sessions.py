@@ -44,7 +44,9 @@ def sessions_summary(
     has_window = window_s > 0
     return SessionsSummary(
         sessions=started,
-        offered_sessions_per_s=scheduled / window_s if scheduled is not None and has_window else None,
+        offered_sessions_per_s=scheduled / window_s
+        if scheduled is not None and has_window
+        else None,
         achieved_sessions_per_s=started / window_s if has_window else 0.0,
         turns=turns,
     )

@@ -19,7 +19,7 @@ from ramplab.options.__main__ import main as reference_main
 from ramplab.options.settings import MetricsSettings, UserSettings
 from ramplab.results.slo import parse_gates, parse_request_slo
 from ramplab.retry.config import parse_retry
-from ramplab.stack.campaign import Auth, Workload, parse_campaign
+from ramplab.stack.campaign import Auth, Sessions, Workload, parse_campaign
 
 SHAPE = "1@2s"
 
@@ -80,6 +80,9 @@ def campaign_samples(tmp_path: Path) -> dict[str, Any]:
         "workload.verify_signature": True,
         "workload.verify_text": True,
         "workload.jwks_path": "/keys",
+        "workload.sessions.turns": 3,
+        "workload.sessions.think_time": "exponential:1.5",
+        "workload.sessions.affinity_header": "x-conversation",
         "shape": {"kind": "stepped", "rates": [1, 2.5], "hold": "3s", "warmup": "1s"},
         "mode": "closed",
         "arrivals": "gamma:0.5",
@@ -194,7 +197,7 @@ def test_environment_variable_names_stay_what_compose_files_use() -> None:
         "API_PATH", "REQUEST_TIMEOUT", "CONNECT_TIMEOUT", "READ_TIMEOUT", "AUTH", "API_KEY",
         "CLIENT_ID", "CLIENT_SECRET", "TOKEN_PATH", "INSECURE", "CA_FILE", "NO_DNS_CACHE",
         "RESOLVER", "NEW_CONNECTION", "HTTP2", "H2_WINDOW", "RESULTS_DIR", "WORKLOAD_SEED",
-        "VERIFY_SIGNATURE",
+        "VERIFY_SIGNATURE", "SESSION_TURNS", "SESSION_THINK_TIME", "SESSION_HEADER",
         "VERIFY_TEXT", "JWKS_PATH", "METRICS_PORT", "METRICS_HOST", "MASTER_METRICS_PORT",
         "METRICS_LINGER", "RUN_ID", "SCENARIO", "SHAPE", "MODE", "ARRIVALS", "SEED", "OVERFLOW",
         "MAX_USERS", "HEADROOM", "DURATION_PRIOR", "RETRY", "SLO", "GATE", "OUTAGE", "ADMIN_TOKEN",
@@ -227,8 +230,10 @@ def test_campaign_defaults_are_the_schemas() -> None:
         if opt.campaign != "shape":
             assert campaign.value_at(opt.campaign or "") == opt.default, opt.campaign
     # and every field of the workload sets an option (none is read by hand elsewhere)
-    fields = {f"workload.{name}" for name in Workload.model_fields if name != "auth"}
+    fields = {f"workload.{name}" for name in Workload.model_fields}
+    fields -= {"workload.auth", "workload.sessions"}
     fields |= {f"workload.auth.{name}" for name in Auth.model_fields}
+    fields |= {f"workload.sessions.{name}" for name in Sessions.model_fields}
     assert fields == {
         o.campaign for o in schema.campaign_options() if "workload." in str(o.campaign)
     }
@@ -279,6 +284,9 @@ BAD: dict[str, str] = {
     "--ramplab-drain": "-1",
     "--resolver": "127.0.0.1",
     "--h2-window": "0",
+    "--session-turns": "0",
+    "--session-think-time": "uniform:3-1",
+    "--session-header": "x session",
 }
 
 

@@ -11,7 +11,9 @@ from ramplab.results.summary import (
     OutageSummary,
     Percentiles,
     RunSummary,
+    SessionsSummary,
     StepStats,
+    TurnStats,
     WorkerCounts,
 )
 from tests.support.processes import REPO
@@ -23,6 +25,8 @@ TYPES: tuple[type[BaseModel], ...] = (
     WorkerCounts,
     OutageSummary,
     GateVerdict,
+    SessionsSummary,
+    TurnStats,
 )
 
 
