@@ -1,0 +1,49 @@
+"""The summary's sessions block, from hand-made records through the real producer."""
+
+from __future__ import annotations
+
+from ramplab.load.shapes import parse_shape
+from ramplab.results.producer import RunFacts, summarize
+from ramplab.results.sessions import sessions_summary
+from tests.ramplab.results.handmade import T0, failed, rec
+
+
+def session_records() -> list:  # type: ignore[type-arg]
+    records = []
+    for s in range(4):  # 4 sessions of 3 turns; turn k has TTFT 10·k ms and 20·k prompt tokens
+        for turn in (1, 2, 3):
+            records.append(
+                rec(0, 3 * s + turn - 1, 12, session_id=f"s{s}", turn=turn,
+                    ttft_ms=10.0 * turn, prompt_tokens=20 * turn)
+            )  # fmt: skip
+    broken = failed(0, 11, 12, 503)
+    broken.session_id, broken.turn = "s3", 3
+    records[-1] = broken  # the last session's third turn failed
+    return records
+
+
+def test_ttft_and_prompt_tokens_by_turn() -> None:
+    summary = sessions_summary(session_records(), 10.0, scheduled=5)
+    assert summary is not None
+    assert summary.sessions == 4
+    assert summary.offered_sessions_per_s == 0.5
+    assert summary.achieved_sessions_per_s == 0.4
+    turns = {t.turn: t for t in summary.turns}
+    assert [(t.requests, t.ok) for t in summary.turns] == [(4, 4), (4, 4), (4, 3)]
+    assert turns[2].ttft_ms.p50 == 20.0
+    assert turns[3].ttft_ms.count == 3
+    assert turns[3].prompt_tokens.max == 60
+
+
+def test_no_session_records_no_block() -> None:
+    assert sessions_summary([rec(0, 0, 1)], 10.0, scheduled=1) is None
+    run = summarize([rec(0, 0, 1)], RunFacts(parse_shape("1@10s"), run_start=T0, mode="open"))
+    assert run.sessions is None
+
+
+def test_the_producer_fills_the_block_over_the_measured_windows() -> None:
+    facts = RunFacts(parse_shape("1@10s"), run_start=T0, mode="open", scheduled=[4])
+    run = summarize(session_records(), facts)
+    assert run.sessions is not None
+    assert run.sessions.offered_sessions_per_s == 0.4
+    assert run.to_json()["sessions"]["turns"][0]["turn"] == 1
