@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from ramplab.load.shapes import parse_shape
+from ramplab.measure.record import RequestRecord
 from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.sessions import sessions_summary
 from tests.ramplab.results.handmade import T0, failed, rec
 
 
-def session_records() -> list:  # type: ignore[type-arg]
-    records = []
+def session_records() -> list[RequestRecord]:
+    records: list[RequestRecord] = []
     for s in range(4):  # 4 sessions of 3 turns; turn k has TTFT 10·k ms and 20·k prompt tokens
         for turn in (1, 2, 3):
             records.append(
