@@ -9,7 +9,10 @@ import gevent
 from locust import task
 from locust.env import Environment
 
+from ramplab.load.arrivals.trace import TraceArrivals
 from ramplab.load.pacer import Arrival
+from ramplab.load.shapes import Stage
+from ramplab.load.trace import Trace
 from ramplab.measure.record import RequestRecord
 from ramplab.measure.session import (
     Conversation,
@@ -19,6 +22,7 @@ from ramplab.measure.session import (
     session_id,
     session_settings,
 )
+from ramplab.measure.workload import SyntheticPrompts
 from ramplab.plugin.plugin import install, plugin_of
 from ramplab.plugin.users import LLMStreamUser
 from ramplab.plugin.worker import WorkerEngine
@@ -41,8 +45,9 @@ class RampUser(LLMStreamUser):
         self._session: tuple[str, int, int] | None = None
         super().__init__(environment)
         self.sessions: SessionSettings | None = session_settings(self.shared.settings)
-        # Its own generator (seeded from the process's): think times and ids are reproducible.
-        self.session_rng = random.Random(self.shared.rng.getrandbits(64))
+        # Its own generator (seeded from the process's): think times, ids and trace prompts are
+        # reproducible.
+        self.user_rng = random.Random(self.shared.rng.getrandbits(64))
         self.conversations: ConversationSource = PromptTurns(self.prompts)
 
     def make_retry_policy(self) -> RetryPolicy:
@@ -88,6 +93,8 @@ class RampUser(LLMStreamUser):
         try:
             if self.sessions is not None:
                 self._run_session(engine, self.sessions, arrival)
+            elif isinstance(engine.process, TraceArrivals):
+                self._replay(engine.process.trace, arrival, stage)
             else:
                 self.run_request(
                     intended_start=arrival.intended, step=stage.index, target_qps=stage.rate
@@ -96,6 +103,21 @@ class RampUser(LLMStreamUser):
             self._arrival = None
             self._session = None
             engine.dispatcher.done()
+
+    def _replay(self, trace: Trace, arrival: Arrival, stage: Stage) -> None:
+        """The trace's row of this arrival: a prompt of its input length (synthetic words, one
+        token each), ``max_tokens`` = its output length, generated to the end (``ignore_eos``)."""
+        prompt = SyntheticPrompts(int(trace.input_tokens[arrival.index]), 0, self.user_rng)
+        self.run_request(
+            intended_start=arrival.intended,
+            step=stage.index,
+            target_qps=stage.rate,
+            messages=prompt.next(),
+            body_changes={
+                "max_tokens": int(trace.output_tokens[arrival.index]),
+                "ignore_eos": True,
+            },
+        )
 
     def _run_session(
         self, engine: WorkerEngine, sessions: SessionSettings, arrival: Arrival
@@ -107,7 +129,7 @@ class RampUser(LLMStreamUser):
         from that due time. A failed turn ends the session: there is no answer to carry on from.
         """
         conversation = Conversation(
-            session_id(self.session_rng),
+            session_id(self.user_rng),
             self.conversations.next_conversation(sessions.turns),
         )
         header = sessions.affinity_header
@@ -128,7 +150,7 @@ class RampUser(LLMStreamUser):
             if not record.ok or conversation.done:
                 break
             conversation.answered(self.chain.last_text)
-            think = sessions.think_time.draw(self.session_rng)
+            think = sessions.think_time.draw(self.user_rng)
             due = time.perf_counter() + think
             gevent.sleep(think)
         engine.observe_s(time.perf_counter() - arrival.intended)

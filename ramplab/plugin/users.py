@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from locust import User, constant, task
 from locust.env import Environment
@@ -77,14 +77,18 @@ class LLMStreamUser(User):
         target_qps: float | None = None,
         messages: Messages | None = None,
         headers: Mapping[str, str] | None = None,
+        body_changes: Mapping[str, Any] | None = None,
     ) -> RequestRecord:
         """Make one request now; ``intended_start`` on ``time.perf_counter()`` (None: now).
 
-        ``messages`` (default: the next prompt) and ``headers`` (added to ``--extra-headers``)
-        let a session send its history and its affinity header."""
+        ``messages`` (default: the next prompt), ``headers`` (added to ``--extra-headers``) and
+        ``body_changes`` (over the body's fields) let a session send its history and affinity
+        header, and a trace replay its row's lengths."""
         settings = self.shared.settings
         prompt = messages if messages is not None else self.prompts.next()
         body = request_body(settings, self.shared.model(), prompt)
+        if body_changes:
+            body.update(body_changes)
         sent = {**settings.extra_headers, **headers} if headers else settings.extra_headers
         record = self.chain.run(body, sent, intended_start, step, target_qps)
         self.finish_record(record)

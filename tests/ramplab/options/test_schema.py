@@ -22,6 +22,12 @@ from ramplab.retry.config import parse_retry
 from ramplab.stack.campaign import Auth, Sessions, Workload, parse_campaign
 
 SHAPE = "1@2s"
+TRACE = "".join(
+    f'{{"timestamp": {i * 500}, "input_length": 5, "output_length": 3}}\n' for i in range(4)
+)
+# A trace replay takes its shape from the trace and sends single requests: its options round-trip
+# in a campaign of their own.
+REPLAY = {"trace.file", "trace.speed", "trace.loop", "trace.limit"}
 
 
 def parser() -> configargparse.ArgumentParser:
@@ -48,6 +54,7 @@ def campaign_samples(tmp_path: Path) -> dict[str, Any]:
     """A value other than the default for every option a campaign sets."""
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "hi"}\n')
     (tmp_path / "ca.pem").write_text("not read here\n")
+    (tmp_path / "trace.jsonl").write_text(TRACE)
     return {
         "workload.model": "m1",
         "workload.prompts_file": tmp_path / "prompts.jsonl",
@@ -94,6 +101,10 @@ def campaign_samples(tmp_path: Path) -> dict[str, Any]:
         "slo": {"ttft_ms": 500.0, "tpot_ms": 25.5},
         "drain_s": 0.0,
         "outage": "5s+3s",
+        "trace.file": tmp_path / "trace.jsonl",
+        "trace.speed": 2.0,
+        "trace.loop": 2,
+        "trace.limit": 7,
     }
 
 
@@ -132,9 +143,11 @@ def test_the_samples_cover_every_option(tmp_path: Path) -> None:
 
 def test_every_campaign_option_round_trips_to_the_settings(tmp_path: Path) -> None:
     samples = campaign_samples(tmp_path)
+    replay = {path: samples.pop(path) for path in REPLAY}
     campaign = parse_campaign(nested(samples))
+    samples |= {path: schema.campaign_default(path) for path in REPLAY}
     for opt in schema.campaign_options():
-        if opt.campaign != "shape":
+        if opt.campaign not in REPLAY | {"shape"}:
             assert campaign.value_at(opt.campaign or "") != opt.default, opt.campaign
     args, env = campaign.locust_args(), campaign.locust_env()
     env["RAMPLAB_ADMIN_TOKEN"] = "admin"  # an outage needs it; the stack sets it (stack/run.py)
@@ -159,6 +172,21 @@ def test_every_campaign_option_round_trips_to_the_settings(tmp_path: Path) -> No
     assert run.shape is not None
     assert run.shape.stages == campaign.load_shape.stages
     assert run.retry_spec == samples["retry"]
+
+    replayed = parse_campaign(nested(replay))
+    run = facade.run_options(parse(replayed.locust_args()))
+    assert (run.trace, run.trace_speed, run.trace_loop, run.trace_limit) == (
+        replay["trace.file"],
+        2.0,
+        2,
+        7,
+    )
+    assert run.arrivals == replayed.arrival_spec
+    assert run.shape is not None
+    assert run.shape.stages == replayed.load_shape.stages
+    # 4 rows 0.5 s apart, looped twice (period 2 s), 7 kept, twice as fast: 7 over 1.75 s.
+    (stage,) = run.shape.stages
+    assert (stage.duration_s, stage.rate) == (1.75, 4.0)
 
 
 @pytest.mark.parametrize("flag", sorted(FLAG_SAMPLES))
@@ -201,7 +229,7 @@ def test_environment_variable_names_stay_what_compose_files_use() -> None:
         "VERIFY_TEXT", "JWKS_PATH", "METRICS_PORT", "METRICS_HOST", "MASTER_METRICS_PORT",
         "METRICS_LINGER", "RUN_ID", "SCENARIO", "SHAPE", "MODE", "ARRIVALS", "SEED", "OVERFLOW",
         "MAX_USERS", "HEADROOM", "DURATION_PRIOR", "RETRY", "SLO", "GATE", "OUTAGE", "ADMIN_TOKEN",
-        "DRAIN",
+        "DRAIN", "TRACE", "TRACE_SPEED", "TRACE_LOOP", "TRACE_LIMIT",
     }  # fmt: skip
     assert len({o.dest for o in schema.OPTIONS}) == len(schema.OPTIONS)
 
@@ -287,6 +315,9 @@ BAD: dict[str, str] = {
     "--session-turns": "0",
     "--session-think-time": "uniform:3-1",
     "--session-header": "x session",
+    "--ramplab-trace-speed": "0",
+    "--ramplab-trace-loop": "0",
+    "--ramplab-trace-limit": "-1",
 }
 
 
@@ -297,7 +328,7 @@ def test_every_checked_option_has_a_bad_value() -> None:
     # Free text is checked where it means something: files, credentials.
     assert free_text == {
         "--model", "--prompts-file", "--api-key", "--client-id", "--client-secret", "--ca-file",
-        "--results-dir", "--scenario", "--ramplab-admin-token",
+        "--results-dir", "--scenario", "--ramplab-admin-token", "--ramplab-trace",
     }  # fmt: skip
 
 
