@@ -6,6 +6,7 @@ from ramplab.load.shapes import parse_shape
 from ramplab.measure.record import RequestRecord
 from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.sessions import sessions_summary
+from ramplab.results.tables import sessions_line, turns_table
 from tests.ramplab.results.handmade import T0, failed, rec
 
 
@@ -48,3 +49,18 @@ def test_the_producer_fills_the_block_over_the_measured_windows() -> None:
     assert run.sessions is not None
     assert run.sessions.offered_sessions_per_s == 0.4
     assert run.to_json()["sessions"]["turns"][0]["turn"] == 1
+
+
+def test_the_reports_table_and_sentence() -> None:
+    facts = RunFacts(parse_shape("1@10s"), run_start=T0, mode="open", scheduled=[4])
+    run = summarize(session_records(), facts)
+    headers, body = turns_table(run)
+    assert headers[:3] == ["turn", "requests", "ok"]
+    assert body[1][:5] == ["2", "4", "4", "40", "20.0"]
+    line = sessions_line(run)
+    assert line is not None
+    assert "4 started" in line
+    assert "0.4/s achieved of 0.4/s offered" in line
+    plain = summarize([rec(0, 0, 1)], facts)
+    assert turns_table(plain)[1] == []
+    assert sessions_line(plain) is None
