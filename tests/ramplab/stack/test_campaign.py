@@ -11,8 +11,10 @@ import yaml
 
 from ramplab.experiment.matrix import load_experiment
 from ramplab.load.shapes import parse_shape
+from ramplab.load.trace import trace_spec
 from ramplab.stack.campaign import CampaignError, load_campaign, parse_campaign
 from ramplab.stack.rebuild import truncated
+from ramplab.stack.resultsdir import keep_trace
 from tests.support.processes import REPO
 
 SHAPE = {"kind": "stepped", "rates": [1, 2], "hold": "4s", "warmup": "1s"}
@@ -207,3 +209,26 @@ def test_a_trace_campaign_takes_its_shape_from_the_trace(tmp_path: Path) -> None
 )  # fmt: skip
 def test_bad_session_and_trace_fields_are_named(data: dict[str, object], field: str) -> None:
     assert error_field({"name": "c", **data}) == field
+
+
+def test_a_run_keeps_its_trace_where_the_saved_campaign_finds_it(tmp_path: Path) -> None:
+    """Regression guard: an interrupted replay's summary is rebuilt from the saved campaign,
+    whose relative trace path counts from the run directory."""
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "t.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 3, "output_length": 2}\n'
+    )
+    text = "name: c\ntrace: {file: traces/t.jsonl, speed: 2}\n"
+    (tmp_path / "c.yaml").write_text(text)
+    run_dir = tmp_path / "results" / "c-1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "campaign.yaml").write_text(text)
+    kept = keep_trace(run_dir, load_campaign(tmp_path / "c.yaml"), text)
+    assert kept == (run_dir / "traces" / "t.jsonl").resolve()
+    saved = load_campaign(run_dir / "campaign.yaml")
+    assert saved.arrival_spec == trace_spec(run_dir / "traces" / "t.jsonl", 2.0)
+    escape = "name: c\ntrace: {file: ../../traces/t.jsonl}\n"
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "e.yaml").write_text(escape)
+    assert keep_trace(run_dir, load_campaign(tmp_path / "a" / "b" / "e.yaml"), escape) is None
+    assert keep_trace(run_dir, load_campaign(REPO / "campaigns" / "smoke.yaml"), "name: x") is None
