@@ -90,6 +90,8 @@ def from_options(parsed: Any) -> RunOptions:
         arrivals, shape_text = _replay(trace, speed, loop, limit, shape_text)
         if int(get("--session-turns")) > 1:
             raise UsageError("--session-turns", "a trace replay sends single requests: use 1")
+        if get("--ramplab-mode") == "closed":
+            raise UsageError("--ramplab-mode", "a trace replay is an open-loop schedule: use open")
     if int(get("--session-turns")) > 1 and get("--ramplab-mode") == "closed":
         raise UsageError("--session-turns", "sessions arrive open-loop: use --ramplab-mode open")
     return RunOptions(

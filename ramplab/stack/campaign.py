@@ -354,6 +354,8 @@ def parse_campaign(data: object, source: str = "campaign") -> Campaign:
     if replaying and (campaign.shape is not None or campaign.steps is not None):
         raise CampaignError("trace.file", "a trace replay takes its shape from the trace: "
                             "leave out 'shape' and 'steps'")  # fmt: skip
+    if replaying and campaign.mode == "closed":
+        raise CampaignError("mode", "a trace replay is an open-loop schedule: use open")
     if campaign.workload.sessions.turns > 1 and (replaying or campaign.mode == "closed"):
         why = "a trace replay sends single requests" if replaying else "sessions arrive open-loop"
         raise CampaignError("workload.sessions.turns", why)

@@ -85,6 +85,9 @@ def test_a_trace_replay_brings_its_shape_and_refuses_another(tmp_path: Path) -> 
     with pytest.raises(UsageError, match="takes its shape from the trace") as caught:
         from_options(SimpleNamespace(ramplab_trace=str(trace), ramplab_shape="1@2s"))
     assert caught.value.field == "--ramplab-shape"
+    with pytest.raises(UsageError, match="open-loop") as caught:
+        from_options(SimpleNamespace(ramplab_trace=str(trace), ramplab_mode="closed"))
+    assert caught.value.field == "--ramplab-mode"
     with pytest.raises(UsageError, match="No such file") as caught:
         from_options(SimpleNamespace(ramplab_trace=str(tmp_path / "nope.jsonl")))
     assert caught.value.field == "--ramplab-trace"

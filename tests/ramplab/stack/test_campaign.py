@@ -200,6 +200,7 @@ def test_a_trace_campaign_takes_its_shape_from_the_trace(tmp_path: Path) -> None
     [
         ({"trace": {"file": "t.jsonl"}, "shape": "1@2s"}, "trace.file"),
         ({"trace": {"file": "t.jsonl", "speed": 0}}, "trace.speed"),
+        ({"trace": {"file": "t.jsonl"}, "mode": "closed"}, "mode"),
         ({"shape": "1@2s", "mode": "closed", "workload": {"sessions": {"turns": 2}}},
          "workload.sessions.turns"),
         ({"shape": "1@2s", "workload": {"sessions": {"think_time": "normal:1"}}},
