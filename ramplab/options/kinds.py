@@ -37,12 +37,12 @@ __all__ = [
     "OUTAGE",
     "PORT",
     "RETRY",
+    "SESSION_THINK_TIME",
     "SHAPE",
     "SLO",
     "SWITCH_OFF",
     "SWITCH_ON",
     "TEXT",
-    "THINK_TIME",
     "URL_PATH",
     "Kind",
     "choice",
@@ -184,6 +184,23 @@ def _json_object(text: str, field: str) -> dict[str, Any]:
     return value
 
 
+def _think_time(text: str, field: str) -> str:
+    parse_think_time(text, field)
+    return text.strip()
+
+
+def _header_name(text: str, field: str) -> str:
+    name = text.strip()
+    if name and not all(c.isascii() and (c.isalnum() or c == "-") for c in name):
+        raise UsageError(field, f"{text!r} is not an HTTP header name (letters, digits, '-')")
+    return name
+
+
+# Multi-turn sessions (docs/workloads.md).
+SESSION_THINK_TIME = Kind(SPEC_HELP, _think_time, _number_text)
+HEADER_NAME = Kind("header name ('': none)", _header_name)
+
+
 def _shape(text: str, field: str) -> str:
     if text.strip():
         try:
@@ -262,21 +279,3 @@ RETRY = Kind("policy name or JSON", _retry, _retry_text)
 SLO = Kind("NAME<=MS,...", _slo, _slo_text)
 GATES = Kind("gates, ;-separated", _gates)
 OUTAGE = Kind("START+DURATION", _outage)
-
-
-def _think_time(text: str, field: str) -> str:
-    parse_think_time(text, field)
-    return text.strip()
-
-
-THINK_TIME = Kind(SPEC_HELP, _think_time, _number_text)
-
-
-def _header_name(text: str, field: str) -> str:
-    name = text.strip()
-    if name and not all(c.isascii() and (c.isalnum() or c == "-") for c in name):
-        raise UsageError(field, f"{text!r} is not an HTTP header name (letters, digits, '-')")
-    return name
-
-
-HEADER_NAME = Kind("header name ('': none)", _header_name)

@@ -188,7 +188,7 @@ OPTIONS: tuple[Option, ...] = (
     _stream("--session-turns", _POSITIVE, 1,
             "turns per session: each arrival is a conversation of this many turns (1: none)",
             campaign="workload.sessions.turns"),
-    _stream("--session-think-time", kinds.THINK_TIME, "0",
+    _stream("--session-think-time", kinds.SESSION_THINK_TIME, "0",
             "seconds between an answer and the session's next turn",
             campaign="workload.sessions.think_time"),
     _stream("--session-header", kinds.HEADER_NAME, "x-session-id",

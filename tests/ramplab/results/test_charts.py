@@ -179,7 +179,7 @@ def test_ttft_by_turn_appears_only_with_sessions() -> None:
     ]
     session_run = LabelledRun("sessions", *Run((2,), [records]).evidence())
     keys = [c.key for c in run_charts([session_run])]
-    assert keys == [*KEYS[:-1], "ttft_by_turn", "phases"]
+    assert keys == [*KEYS[:5], "ttft_by_turn", *KEYS[5:]]
     chart = next(c for c in run_charts([session_run]) if c.key == "ttft_by_turn").figure
     p50 = next(t for t in chart.data if t.name == "p50")
     assert (tuple(p50.x), tuple(p50.y)) == ((1.0, 2.0), (10.0, 20.0))
