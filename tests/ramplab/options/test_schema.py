@@ -28,6 +28,8 @@ TRACE = "".join(
 # A trace replay takes its shape from the trace and sends single requests: its options round-trip
 # in a campaign of their own.
 REPLAY = {"trace.file", "trace.speed", "trace.loop", "trace.limit"}
+# Sessions arrive open-loop, and the samples run a closed loop: sessions round-trip alone too.
+SESSIONS = {"workload.sessions.turns"}
 
 
 def parser() -> configargparse.ArgumentParser:
@@ -144,10 +146,11 @@ def test_the_samples_cover_every_option(tmp_path: Path) -> None:
 def test_every_campaign_option_round_trips_to_the_settings(tmp_path: Path) -> None:
     samples = campaign_samples(tmp_path)
     replay = {path: samples.pop(path) for path in REPLAY}
+    sessions = {path: samples.pop(path) for path in SESSIONS}
     campaign = parse_campaign(nested(samples))
-    samples |= {path: schema.campaign_default(path) for path in REPLAY}
+    samples |= {path: schema.campaign_default(path) for path in REPLAY | SESSIONS}
     for opt in schema.campaign_options():
-        if opt.campaign not in REPLAY | {"shape"}:
+        if opt.campaign not in REPLAY | SESSIONS | {"shape"}:
             assert campaign.value_at(opt.campaign or "") != opt.default, opt.campaign
     args, env = campaign.locust_args(), campaign.locust_env()
     env["RAMPLAB_ADMIN_TOKEN"] = "admin"  # an outage needs it; the stack sets it (stack/run.py)
@@ -172,6 +175,9 @@ def test_every_campaign_option_round_trips_to_the_settings(tmp_path: Path) -> No
     assert run.shape is not None
     assert run.shape.stages == campaign.load_shape.stages
     assert run.retry_spec == samples["retry"]
+
+    alone = parse_campaign({"shape": SHAPE, **nested(sessions)})
+    assert facade.user_settings(parse(alone.locust_args())).session_turns == 3
 
     replayed = parse_campaign(nested(replay))
     run = facade.run_options(parse(replayed.locust_args()))
