@@ -6,6 +6,7 @@ from ramplab.load.shapes import parse_shape
 from ramplab.measure.record import RequestRecord
 from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.sessions import sessions_summary
+from ramplab.results.slo import evaluate_gates, parse_gates
 from ramplab.results.tables import sessions_line, turns_table
 from tests.ramplab.results.handmade import T0, failed, rec
 
@@ -64,3 +65,14 @@ def test_the_reports_table_and_sentence() -> None:
     plain = summarize([rec(0, 0, 1)], facts)
     assert turns_table(plain)[1] == []
     assert sessions_line(plain) is None
+
+
+def test_gates_reach_the_sessions_block() -> None:
+    facts = RunFacts(parse_shape("1@10s"), run_start=T0, mode="open", scheduled=[4])
+    run = summarize(session_records(), facts)
+    gates = parse_gates(
+        ["sessions.turns[-1].ttft_ms.p50 <= 30", "sessions.achieved_sessions_per_s >= 0.5"]
+    )
+    verdicts = evaluate_gates(gates, run.to_json())
+    assert [v.status for v in verdicts] == ["pass", "fail"]
+    assert verdicts[0].observed == (("sessions.turns[-1].ttft_ms.p50", 30.0),)
