@@ -13,6 +13,7 @@ from ramplab.load.arrivals.trace import TraceArrivals
 from ramplab.load.pacer import Arrival
 from ramplab.load.shapes import Stage
 from ramplab.load.trace import Trace
+from ramplab.measure.filler import filler_prompt
 from ramplab.measure.record import RequestRecord
 from ramplab.measure.session import (
     Conversation,
@@ -22,7 +23,6 @@ from ramplab.measure.session import (
     session_id,
     session_settings,
 )
-from ramplab.measure.workload import SyntheticPrompts
 from ramplab.plugin.plugin import install, plugin_of
 from ramplab.plugin.users import LLMStreamUser
 from ramplab.plugin.worker import WorkerEngine
@@ -105,14 +105,13 @@ class RampUser(LLMStreamUser):
             engine.dispatcher.done()
 
     def _replay(self, trace: Trace, arrival: Arrival, stage: Stage) -> None:
-        """The trace's row of this arrival: a prompt of its input length (synthetic words, one
+        """The trace's row of this arrival: a prompt of its input length (filler words, one
         token each), ``max_tokens`` = its output length, generated to the end (``ignore_eos``)."""
-        prompt = SyntheticPrompts(int(trace.input_tokens[arrival.index]), 0, self.user_rng)
         self.run_request(
             intended_start=arrival.intended,
             step=stage.index,
             target_qps=stage.rate,
-            messages=prompt.next(),
+            messages=filler_prompt(int(trace.input_tokens[arrival.index]), self.user_rng),
             body_changes={
                 "max_tokens": int(trace.output_tokens[arrival.index]),
                 "ignore_eos": True,
