@@ -129,6 +129,7 @@ class RequestChain:
         target_qps: float | None = None,
     ) -> RequestRecord:
         """One request; ``intended_start`` is on this chain's monotonic ``clock`` (None: now)."""
+        self.last_text = ""
         now = self.clock()
         intended = now if intended_start is None else intended_start
         intended_epoch = self.wall() - (now - intended)
