@@ -4,9 +4,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Debian packages named after the command they provide (prometheus brings promtool too;
+# Debian packages named after the command they provide, or COMMAND:PACKAGE (prometheus brings
+# promtool too; ip (iproute2) builds the network namespaces of the multi-host test;
 # chromium renders report.html in the browser check).
-SYSTEM_TOOLS ?= prometheus chromium
+SYSTEM_TOOLS ?= prometheus chromium ip:iproute2
 
 .PHONY: demo test check lint typecheck bench system-deps clean
 

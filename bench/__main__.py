@@ -21,6 +21,8 @@ BENCHMARKS = [
     "rate_precision",
     "exporter_overhead",
     "progress_poll",
+    "prefix_cache",
+    "tracing_overhead",
 ]
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADER = """# Benchmarks

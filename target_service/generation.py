@@ -45,11 +45,12 @@ from target_service.errors import (
 from target_service.faults import FaultInjector
 from target_service.inference import InferenceModel, OutputPlan
 from target_service.metrics import TargetMetrics
+from target_service.prefix_cache import PrefixCache
 from target_service.scheduler import Scheduler, Slot
 from target_service.settings import Settings
 from target_service.signing import SIGNATURE_COMMENT, Signature, Signer, signed_message
 from target_service.textgen import generate_tokens
-from target_service.tokenizer import Tokenizer
+from target_service.tokenizer import ApproxTokenizer, Tokenizer
 from target_service.usage import UsageStore
 from target_service.wire import DONE_EVENT, ChatCompletionRequest, ChunkEncoder, completion_body
 
@@ -71,6 +72,8 @@ class Completion:
     queue_s: float
     prefill_s: float
     first_token_due: float
+    # Prompt tokens found in the prefix cache; None when the cache is off (no usage details).
+    cached_tokens: int | None = None
     pre_timing: str = ""
     sent_at: list[float] = field(default_factory=list)  # clock time of each content event sent
     completion_id: str = field(default_factory=lambda: "chatcmpl-" + uuid.uuid4().hex[:24])
@@ -106,6 +109,7 @@ class Generator:
         signer: Signer,
         faults: FaultInjector,
         clock: Clock,
+        prefix_cache: PrefixCache | None = None,
     ) -> None:
         self.settings = settings
         self.model = model
@@ -117,6 +121,7 @@ class Generator:
         self.signer = signer
         self.faults = faults
         self.clock = clock
+        self.prefix_cache = prefix_cache
 
     async def prepare(self, request: ChatCompletionRequest, client: str) -> Completion:
         """Validate against the model, wait for a slot, then run prefill."""
@@ -127,7 +132,14 @@ class Generator:
                 code="model_not_found",
                 param="model",
             )
-        prompt_tokens = self.tokenizer.count(request.prompt_text())
+        prompt_text = request.prompt_text()
+        cache = self.prefix_cache if self.prefix_cache and self.prefix_cache.enabled else None
+        blocks = cache.scan(prompt_text) if cache else None
+        prompt_tokens = (
+            blocks.tokens  # the same count, from the pass that cut the blocks
+            if blocks is not None and isinstance(self.tokenizer, ApproxTokenizer)
+            else self.tokenizer.count(prompt_text)
+        )
         limits = self.settings.output
         max_tokens = request.requested_max_tokens() or limits.default_max_tokens
         if prompt_tokens + max_tokens > limits.max_model_len:
@@ -151,15 +163,19 @@ class Generator:
         admitted = self.clock.now()
         self.metrics.queue_wait.observe(admitted - arrival)
         tracing.event("queue", wait_ms=(admitted - arrival) * 1000)
-        prefill_s = self.model.prefill_s(prompt_tokens)
+        cached_tokens = cache.lookup(blocks.hashes, prompt_tokens) if cache and blocks else None
+        prefill_s = self.model.prefill_s(prompt_tokens, cached_tokens or 0)
         try:
             await self.clock.sleep_until(admitted + prefill_s)
         except BaseException:
             slot.release()
             raise
+        if cache and blocks:
+            cache.insert(blocks.hashes)
         self.metrics.prefill.observe(prefill_s)
         self.metrics.prompt_tokens_total.inc(prompt_tokens)
-        tracing.event("prefill", prefill_ms=prefill_s * 1000, prompt_tokens=prompt_tokens)
+        cached = {} if cached_tokens is None else {"cached_tokens": cached_tokens}
+        tracing.event("prefill", prefill_ms=prefill_s * 1000, prompt_tokens=prompt_tokens, **cached)
         return Completion(
             request=request,
             client=client,
@@ -172,6 +188,7 @@ class Generator:
             queue_s=admitted - arrival,
             prefill_s=prefill_s,
             first_token_due=admitted + prefill_s,
+            cached_tokens=cached_tokens,
         )
 
     async def stream(self, done: Completion) -> AsyncIterator[bytes]:
@@ -254,7 +271,7 @@ class Generator:
             # costs a timeout scope and the middleware chain), the same bytes on the wire.
             closing = [encoder.finish(done.plan.finish_reason)]
             if done.request.include_usage:
-                closing.append(encoder.usage(done.prompt_tokens, total))
+                closing.append(encoder.usage(done.prompt_tokens, total, done.cached_tokens))
             if signature is not None:
                 closing.append(encoder.comment(SIGNATURE_COMMENT, signature.comment()))
             closing.append(
@@ -308,6 +325,7 @@ class Generator:
             done.plan.finish_reason,
             done.prompt_tokens,
             total,
+            done.cached_tokens,
         )
         timing = f"{done.server_timing()}, decode;dur={decode_s * 1000:.3f}"
         headers: dict[str, str] = {}
@@ -336,6 +354,8 @@ class Generator:
             "chunk_size": done.chunk_size,
             "seed": done.seed,
         }
+        if done.cached_tokens is not None:
+            timing["cached_tokens"] = done.cached_tokens
         if done.sent_at:
             timing["ttft_ms"] = round((done.sent_at[0] - done.arrival) * 1000, 3)
         if done.request.timing_detail:

@@ -3,7 +3,17 @@
 With ``P`` prompt tokens, ``N`` output tokens and ``R`` sequences running on the engine:
 
 * queue wait ``W``: time from arrival until the scheduler admits the sequence (``scheduler.py``);
-* prefill  ``T_prefill = prefill_overhead + P × prefill_per_token``;
+* prefill, with ``C`` of the ``P`` prompt tokens found in the prefix cache (``prefix_cache.py``;
+  ``C = 0`` when it is off)::
+
+      T_prefill = prefill_overhead + (P − C) × prefill_per_token + C × prefill_cached_per_token
+                  + (P² − C²) × prefill_per_token_sq
+
+  the last term is attention's: prompt token ``i`` attends to the ``i`` before it, so computing
+  tokens ``C … P`` costs ``Σ i ≈ (P² − C²) / 2`` (the ½ is folded into the coefficient), and
+  cached tokens are not recomputed but still attended to. ``prefill_cached_per_token`` is 0 by
+  default (a KV-cache hit is free); with ``prefill_per_token_sq = 0`` (the default) prefill is
+  linear in ``P`` as before;
 * TTFT (server side) ``= W + T_prefill``: the first token is due when prefill ends;
 * decode: token ``i ≥ 2`` is due at ``d_i = d_{i−1} + itl × s(R)``, with the slowdown
   ``s(R) = 1 + slowdown_per_seq × (R − 1)`` read at each step, so the nominal deadlines are
@@ -35,9 +45,17 @@ class InferenceModel:
         self.latency = latency
         self.output = output
 
-    def prefill_s(self, prompt_tokens: int) -> float:
+    def prefill_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
         lat = self.latency
-        return (lat.prefill_overhead_ms + prompt_tokens * lat.prefill_per_token_ms) / 1000.0
+        computed = prompt_tokens - cached_tokens
+        ms = (
+            lat.prefill_overhead_ms
+            + computed * lat.prefill_per_token_ms
+            + cached_tokens * lat.prefill_cached_per_token_ms
+            + (prompt_tokens * prompt_tokens - cached_tokens * cached_tokens)
+            * lat.prefill_per_token_sq_ms
+        )
+        return ms / 1000.0
 
     def slowdown(self, running: int) -> float:
         return 1.0 + self.latency.slowdown_per_seq * max(0, running - 1)

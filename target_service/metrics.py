@@ -71,6 +71,32 @@ class TargetMetrics:
         self.output_tokens_total = Counter(
             "target_output_tokens", "Output tokens sent.", registry=registry
         )
+        self.prefix_cache_lookups_total = Counter(
+            "target_prefix_cache_lookups",
+            "Prompts looked up in the prefix cache (only while it is enabled).",
+            registry=registry,
+        )
+        self.prefix_cache_hits_total = Counter(
+            "target_prefix_cache_hits",
+            "Prefix-cache lookups that found at least one cached block.",
+            registry=registry,
+        )
+        self.prefix_cache_queried_tokens_total = Counter(
+            "target_prefix_cache_queried_tokens",
+            "Prompt tokens of the prompts looked up in the prefix cache.",
+            registry=registry,
+        )
+        self.prefix_cache_hit_tokens_total = Counter(
+            "target_prefix_cache_hit_tokens",
+            "Prompt tokens served from the prefix cache (reported as cached_tokens).",
+            registry=registry,
+        )
+        self.prefix_cache_blocks = Gauge(
+            "target_prefix_cache_blocks",
+            "Blocks held in the prefix caches (summed over worker processes).",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
         self.completions_total = Counter(
             "target_completions",
             "Completions by how they ended.",

@@ -15,12 +15,13 @@ from target_service.generation import Generator
 from target_service.inference import InferenceModel
 from target_service.keyring import KeyRing
 from target_service.metrics import TargetMetrics
+from target_service.prefix_cache import PrefixCache
 from target_service.ratelimit import RateLimiter
 from target_service.redis_pool import RedisPool
 from target_service.scheduler import Scheduler, build_scheduler
 from target_service.settings import Settings
 from target_service.signing import Signer
-from target_service.tokenizer import ApproxTokenizer, Tokenizer
+from target_service.tokenizer import Tokenizer, make_tokenizer
 from target_service.usage import UsageStore
 
 
@@ -68,13 +69,14 @@ class Runtime:
             settings=settings,
             model=InferenceModel(settings.latency, settings.output),
             scheduler=scheduler,
-            tokenizer=tokenizer or ApproxTokenizer(),
+            tokenizer=tokenizer or make_tokenizer(settings.tokenizer),
             metrics=metrics,
             usage=UsageStore(redis, settings.redis_prefix, metrics),
             rng=rng or random.Random(settings.seed),
             signer=signer,
             faults=faults,
             clock=clock,
+            prefix_cache=PrefixCache(settings.prefix_cache, metrics),
         )
         return cls(
             settings=settings,

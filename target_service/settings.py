@@ -29,6 +29,7 @@ from pydantic_settings import (
 )
 
 from target_service.errors import SettingsError
+from target_service.tokenizer import check_spec
 
 DEFAULT_CONFIG_FILE = Path("configs/app.toml")
 
@@ -42,10 +43,24 @@ class LatencySettings(Section):
 
     prefill_overhead_ms: float = Field(20.0, ge=0)
     prefill_per_token_ms: float = Field(0.05, ge=0)
+    # Attention's quadratic term: every prompt token attends to all before it (``P² ×`` this).
+    prefill_per_token_sq_ms: float = Field(0.0, ge=0)
+    # What a prompt token found in the prefix cache costs instead (0: free, like a KV-cache hit).
+    prefill_cached_per_token_ms: float = Field(0.0, ge=0)
     itl_ms: float = Field(20.0, ge=0)
     itl_jitter_ms: float = Field(0.0, ge=0)
     # Decode slows by this fraction per extra running sequence: itl × (1 + k × (running − 1)).
     slowdown_per_seq: float = Field(0.005, ge=0)
+
+
+class PrefixCacheSettings(Section):
+    """The prefix-cache model (``prefix_cache.py``): per process, off by default."""
+
+    enabled: bool = False
+    # Tokens per hashed block; only whole blocks are cached (vLLM's default block is 16 tokens).
+    block_tokens: int = Field(16, ge=1, le=4096)
+    # The LRU's bound, in tokens of this process's cache (rounded down to whole blocks).
+    max_cached_tokens: int = Field(1_048_576, ge=0)
 
 
 class OutputSettings(Section):
@@ -267,6 +282,8 @@ class Settings(BaseSettings):
     # A multi-turn session's affinity header: echoed on the response, so a client (or a proxy
     # routing on it) can check it reached the target; "" ignores it.
     session_header: str = Field("x-session-id", pattern=r"^[A-Za-z0-9-]*$")
+    # How prompt tokens are counted (usage.prompt_tokens, the prefill cost): tokenizer.py.
+    tokenizer: str = "approx"
 
     auth: AuthSettings = Field(default_factory=AuthSettings)
     redis_pool: RedisPoolSettings = Field(default_factory=RedisPoolSettings)
@@ -275,11 +292,17 @@ class Settings(BaseSettings):
     faults: FaultSettings = Field(default_factory=FaultSettings)
 
     latency: LatencySettings = Field(default_factory=LatencySettings)
+    prefix_cache: PrefixCacheSettings = Field(default_factory=PrefixCacheSettings)
     output: OutputSettings = Field(default_factory=OutputSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     stream: StreamSettings = Field(default_factory=StreamSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     tls: TlsSettings = Field(default_factory=TlsSettings)
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer(cls, value: str) -> str:
+        return check_spec(value)
 
     @model_validator(mode="after")
     def _one_process_for_h2(self) -> Settings:

@@ -140,11 +140,13 @@ class ChunkEncoder:
             + b"}\n\n"
         )
 
-    def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:
+    def usage(
+        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
+    ) -> bytes:
         payload = {
             **self._meta,
             "choices": [],
-            "usage": usage_body(prompt_tokens, completion_tokens),
+            "usage": usage_body(prompt_tokens, completion_tokens, cached_tokens),
         }
         return b"data: " + orjson.dumps(payload) + b"\n\n"
 
@@ -159,12 +161,19 @@ class ChunkEncoder:
         return b": " + name.encode() + b" " + orjson.dumps(payload) + b"\n\n"
 
 
-def usage_body(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {
+def usage_body(
+    prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
+) -> dict[str, Any]:
+    """OpenAI's usage object; ``prompt_tokens_details.cached_tokens`` only while the target's
+    prefix cache is on (``None``), so the body is unchanged when it is off."""
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return usage
 
 
 def completion_body(
@@ -175,6 +184,7 @@ def completion_body(
     finish_reason: str,
     prompt_tokens: int,
     completion_tokens: int,
+    cached_tokens: int | None = None,
 ) -> dict[str, Any]:
     return {
         "id": completion_id,
@@ -190,7 +200,7 @@ def completion_body(
                 "finish_reason": finish_reason,
             }
         ],
-        "usage": usage_body(prompt_tokens, completion_tokens),
+        "usage": usage_body(prompt_tokens, completion_tokens, cached_tokens),
     }
 
 

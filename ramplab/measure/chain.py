@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
@@ -20,6 +20,9 @@ from ramplab.measure.integrity import Verifier
 from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.measure.tokens import ApproxTokenCounter, TokenCounter
 from ramplab.retry.base import AttemptOutcome, NoRetry, RetryPolicy
+
+if TYPE_CHECKING:  # OpenTelemetry is loaded only when tracing is on (tracing.py)
+    from ramplab.measure.tracing import AttemptTracer
 
 Clock = Callable[[], float]
 
@@ -107,6 +110,7 @@ class RequestChain:
         wall: Clock = time.time,
         sleep: Callable[[float], None] = time.sleep,
         verifier: Verifier | None = None,
+        tracer: AttemptTracer | None = None,
     ) -> None:
         self.client = client
         self.endpoint = endpoint
@@ -119,6 +123,7 @@ class RequestChain:
         self.sleep = sleep
         self.verifier = verifier  # content integrity, only when asked for (integrity.py)
         self.last_text = ""  # the last request's answer text (run() sets it)
+        self.tracer = tracer  # a CLIENT span per attempt, only with --otlp-endpoint
 
     def run(
         self,
@@ -152,6 +157,10 @@ class RequestChain:
                 result.error_kind, result.error_detail = "auth_error", str(exc)
                 result.ended_at = result.sent_at
             else:
+                span = None
+                if self.tracer is not None:
+                    span, carrier = self.tracer.start(self.endpoint.url, number)
+                    extra.update(carrier)
                 result = run_attempt(
                     self.client,
                     self.endpoint.url,
@@ -161,6 +170,8 @@ class RequestChain:
                     self.clock,
                     self.wall,
                 )
+                if span is not None and self.tracer is not None:
+                    self.tracer.end(span, result.status, result.error_kind)
                 if self.verifier is not None:
                     verify_attempt(result, self.verifier)
             if first_sent is None:

@@ -14,6 +14,7 @@ import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -29,9 +30,13 @@ from ramplab.measure.client import (
 )
 from ramplab.measure.integrity import JwksKeys, Verifier
 from ramplab.measure.record import RequestRecord
-from ramplab.measure.workload import Messages, load_prompts
+from ramplab.measure.tokens import ApproxTokenCounter, TokenCounter, token_counter
+from ramplab.measure.workload import Messages, load_file_prompts
 from ramplab.options.kinds import parse_address
 from ramplab.options.settings import UserSettings
+
+if TYPE_CHECKING:  # OpenTelemetry is loaded only when tracing is on
+    from ramplab.measure.tracing import AttemptTracer
 
 Sink = Callable[[RequestRecord], None]
 
@@ -63,6 +68,20 @@ def make_auth(settings: UserSettings, client: httpx.Client, host: str) -> Auth:
     return NoAuth()
 
 
+def _tracer(settings: UserSettings, worker: str) -> AttemptTracer | None:
+    if settings.otlp_endpoint is None:
+        return None
+    try:
+        from ramplab.measure.tracing import AttemptTracer
+    except ImportError as exc:
+        raise UsageError(
+            "--otlp-endpoint", f"needs OpenTelemetry: pip install 'ramplab[tracing]' ({exc})"
+        ) from None
+    return AttemptTracer.create(
+        settings.otlp_endpoint, settings.otlp_service_name, settings.trace_sample_ratio, worker
+    )
+
+
 def _verifier(settings: UserSettings, client: httpx.Client, host: str) -> Verifier | None:
     if not (settings.verify_signature or settings.verify_text):
         return None
@@ -90,9 +109,11 @@ class UserContext:
     worker: str
     sinks: list[Sink] = field(default_factory=list)
     rng: random.Random = field(default_factory=random.Random)
+    counter: TokenCounter = field(default_factory=ApproxTokenCounter)  # --tokenizer, one a process
     prompts: list[Messages] | None = None  # the --prompts-file, read once per process
     verifier: Verifier | None = None  # --verify-signature/-text: one JWKS cache per process
     poll: PollFactory = select.poll  # the OS poll idle connections are checked with (client.py)
+    tracer: AttemptTracer | None = None  # --otlp-endpoint: a span per attempt (tracing.py)
     _model: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -108,7 +129,7 @@ class UserContext:
             raise UsageError("--host", f"{host!r} must start with http:// or https://")
         host = host.rstrip("/")
         # Read here, where a bad file stops the process with exit 2, not in each user.
-        prompts = load_prompts(settings.prompts_file) if settings.prompts_file else None
+        prompts = load_file_prompts(settings) if settings.prompts_file else None
         options = client_options(settings)
         tls, dns = ssl_context(options), DnsCache()
         client = make_client(options, tls=tls, dns=dns, poll=poll)
@@ -121,9 +142,11 @@ class UserContext:
             auth=make_auth(settings, client, host),
             worker=worker,
             rng=random.Random(settings.seed),
+            counter=token_counter(settings.tokenizer),
             prompts=prompts,
             verifier=_verifier(settings, client, host),
             poll=poll,
+            tracer=_tracer(settings, worker),
             _model=settings.model,
         )
 

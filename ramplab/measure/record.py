@@ -62,6 +62,8 @@ class RequestRecord:
     events: int = 0
     slo_ok: bool | None = None  # met every campaign SLO (goodput), None when no SLOs are set
     error_detail: str | None = None  # what went wrong, for a person reading the record
+    # What the prompt source said about this request's prompt (the needle cell: needle.py).
+    prompt_labels: dict[str, Any] = field(default_factory=dict)
     tokens_per_event: list[int] = field(default_factory=list)  # per token-bearing event
     # The server's own send time of each content event, ms after its arrival, when it discloses
     # them (the reference target's ``timing_detail`` extension): for checking our own accuracy.
@@ -78,6 +80,7 @@ class RequestRecord:
         data["server_timing_ms"] = dict(self.server_timing_ms)
         data["tokens_per_event"] = list(self.tokens_per_event)
         data["server_events_ms"] = list(self.server_events_ms)
+        data["prompt_labels"] = dict(self.prompt_labels)
         return data
 
 

@@ -3,7 +3,9 @@
 An exact BPE needs vocabulary files that cannot be fetched here, so the default is an
 approximation (one token per started four characters of a word, one per punctuation mark; within
 ~15 % of cl100k on English prose). Records counted this way are flagged
-``output_tokens_source="tokenizer"``; a real tokenizer can be passed in through ``TokenCounter``.
+``output_tokens_source="tokenizer"``; ``--tokenizer`` (``workload.tokenizer``) picks a real one
+(``cl100k_base``, a ``tokenizer.json``: ``ramplab.prompts.tokenizers``, imported only then, so
+this module stays light) and ``run.json`` names the one a run counted with.
 Kept separate from the target's tokenizer on purpose: ramplab must not import ``target_service``.
 """
 
@@ -17,6 +19,19 @@ _PIECES = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 class TokenCounter(Protocol):
     def count(self, text: str) -> int: ...
+
+
+APPROX = "approx"
+
+
+def token_counter(spec: str, field: str = "--tokenizer") -> TokenCounter:
+    """The counter ``spec`` names: ``approx`` (this module's), ``cl100k_base`` or a path to a
+    ``tokenizer.json`` (``UsageError`` naming ``field`` for anything else, or a missing extra)."""
+    if spec == APPROX:
+        return ApproxTokenCounter()
+    from ramplab.prompts.tokenizers import load_tokenizer
+
+    return load_tokenizer(spec, field)
 
 
 class ApproxTokenCounter:

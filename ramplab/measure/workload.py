@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ramplab.errors import UsageError
+from ramplab.measure.needle import NeedlePrompts, parse_needle
 from ramplab.options.settings import UserSettings
+from ramplab.prompts.redundancy import RULE_NAMES, apply_rules
 
 Messages = list[dict[str, Any]]
 # Words of a fixed shape, so the synthetic prompt's length in tokens is predictable: each is
@@ -84,12 +86,59 @@ def load_prompts(path: Path) -> list[Messages]:
     return prompts
 
 
+def load_file_prompts(settings: UserSettings) -> list[Messages]:
+    """The ``--prompts-file``'s prompts, normalised when ``--normalise`` asks."""
+    if settings.prompts_file is None:
+        raise UsageError("--prompts-file", "no prompts file is set")
+    return normalised(load_prompts(settings.prompts_file), normalise_rules(settings.normalise))
+
+
+def normalise_rules(spec: str | None, field: str = "--normalise") -> list[str]:
+    """The rules ``--normalise`` names: ``all``, rule names, ``-RULE`` to leave one out
+    (``all,-markdown``); empty or ``None``: none. Unknown names are a ``UsageError``."""
+    chosen: list[str] = []
+    for part in (p.strip() for p in (spec or "").split(",")):
+        if not part or part == "none":
+            continue
+        name = part.removeprefix("-")
+        if name == "all":
+            chosen = [] if part.startswith("-") else list(RULE_NAMES)
+        elif name not in RULE_NAMES:
+            raise UsageError(
+                field, f"unknown rule {name!r}: expected all or {', '.join(RULE_NAMES)}"
+            )
+        elif part.startswith("-"):
+            chosen = [r for r in chosen if r != name]
+        elif name not in chosen:
+            chosen.append(name)
+    return [r for r in RULE_NAMES if r in chosen]
+
+
+def normalised(prompts: Sequence[Messages], rules: Sequence[str]) -> list[Messages]:
+    """``prompts`` with the rules of ``ramplab.prompts.normalise`` applied to each one's message
+    contents together (a line repeated across messages is a duplicate), once, at load: the
+    requests then carry what the analyser counts for the same rules."""
+    if not rules:
+        return list(prompts)
+    out = []
+    for messages in prompts:
+        texts = [m.get("content") for m in messages]
+        if not all(isinstance(t, str) for t in texts):
+            out.append(messages)  # structured content parts: sent as written
+            continue
+        new = apply_rules([t for t in texts if isinstance(t, str)], rules)
+        out.append([{**m, "content": t} for m, t in zip(messages, new, strict=True)])
+    return out
+
+
 def prompt_source(
     settings: UserSettings, rng: random.Random, loaded: Sequence[Messages] | None = None
 ) -> PromptSource:
     """The prompts of one user; ``loaded`` is the file's prompts read once per process."""
+    if settings.needle:  # long-context needle contexts (needle.py); the cell: prompt_labels
+        return NeedlePrompts(parse_needle(settings.needle), rng)
     if settings.prompts_file is not None:
-        prompts = loaded if loaded is not None else load_prompts(settings.prompts_file)
+        prompts = loaded if loaded is not None else load_file_prompts(settings)
         return FilePrompts(prompts, start=rng.randrange(1 << 30))
     return SyntheticPrompts(settings.prompt_tokens, settings.prompt_tokens_std, rng)
 

@@ -174,6 +174,21 @@ def _url_path(text: str, field: str) -> str:
     return text
 
 
+def _http_url(text: str, field: str) -> str:
+    if not text.strip():
+        return ""  # not set, as compose's ${VAR:-} gives it
+    if not text.strip().startswith(("http://", "https://")):
+        raise UsageError(field, f"must be an http:// or https:// URL, got {text!r}")
+    return text.strip().rstrip("/")
+
+
+def _ratio(text: str, field: str) -> float:
+    value = float(number(0.0).parse(text, field))
+    if value > 1.0:
+        raise UsageError(field, f"must be between 0 and 1, got {value:g}")
+    return value
+
+
 def _json_object(text: str, field: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
@@ -268,6 +283,8 @@ def _outage(text: str, field: str) -> str:
 
 TEXT = Kind("text", _text)
 URL_PATH = Kind("URL path", _url_path)
+HTTP_URL = Kind("http(s) URL", _http_url)
+RATIO = Kind("ratio 0-1", _ratio, _number_text)
 ADDRESS = Kind("HOST:PORT", _address)
 PORT = Kind("port (0 = off)", _port)
 JSON_OBJECT = Kind("JSON object", _json_object, json.dumps)

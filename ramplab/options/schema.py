@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ramplab.errors import UsageError
+from ramplab.measure.needle import needle_option
 from ramplab.options import kinds
 from ramplab.options.kinds import Kind
 
@@ -128,10 +130,21 @@ OPTIONS: tuple[Option, ...] = (
     _stream("--prompts-file", kinds.TEXT, None,
             'JSONL of prompts ({"prompt"} or {"messages"} per line)',
             campaign="workload.prompts_file", to_setting=_path),
+    _stream("--needle", kinds.Kind("needle JSON", needle_option, json.dumps), {},
+            'long-context needle prompts (§3.2): JSON {"lengths": [tokens, ...], '
+            '"depths": [0..1, ...], "shared_prefix": true, "seed": 0}',
+            campaign="workload.needle"),
     _stream("--prompt-tokens", _POSITIVE, 128, "synthetic prompt length, mean tokens",
             campaign="workload.prompt_tokens"),
     _stream("--prompt-tokens-std", _NON_NEGATIVE, 0.0, "synthetic prompt length, std-dev",
             campaign="workload.prompt_tokens_std"),
+    # §3.3 (docs/prompts.md): prompts sent normalised, and the tokenizer that counts tokens.
+    _stream("--normalise", kinds.TEXT, None,
+            "normalise file prompts once at load: all, or rules (comma list; -RULE drops one)",
+            campaign="workload.normalise", to_setting=_optional),
+    _stream("--tokenizer", kinds.TEXT, "approx",
+            "counts tokens the server does not report: approx, cl100k_base or PATH/tokenizer.json",
+            campaign="workload.tokenizer"),
     _stream("--max-tokens", _POSITIVE, 128, "max_tokens of each request",
             campaign="workload.max_tokens"),
     _stream("--ignore-eos", kinds.SWITCH_ON, False,
@@ -208,6 +221,19 @@ OPTIONS: tuple[Option, ...] = (
             campaign="workload.verify_text"),
     _stream("--jwks-path", kinds.URL_PATH, "/.well-known/jwks.json",
             "path of the JWKS to verify with", campaign="workload.jwks_path"),
+    # Traces (ramplab/measure/tracing.py): off unless an endpoint is given.
+    _stream("--otlp-endpoint", kinds.HTTP_URL, None,
+            "send a CLIENT span per attempt over OTLP/HTTP to this base URL (…/v1/traces) and "
+            "a W3C traceparent with it; needs the `tracing` extra",
+            to_setting=_optional),
+    _stream("--otlp-service-name", kinds.non_empty_text("the traces' service.name"), "ramplab",
+            "service.name of the load generator's spans"),
+    _stream("--trace-sample-ratio", kinds.RATIO, 1.0,
+            "share of requests traced (the target follows the sampled flag)"),
+    # A worker on another host: how long it tries to reach its master before it exits.
+    _stream("--master-timeout", _SECONDS, 60.0,
+            "worker: seconds to reach the Locust master before exiting with code 4",
+            setting="master_timeout_s"),
     # The Prometheus exporter (``MetricsSettings``). Watching a run is an option of the command
     # (``ramplab run --metrics``), not of the campaign: none of these is a campaign field.
     _metrics("--metrics-port", kinds.PORT, 0, "worker: serve /metrics on this port (0: off)",

@@ -40,8 +40,11 @@ class UserSettings:
 
     model: str | None = _USER["model"]  # None: the first model of GET /v1/models
     prompts_file: Path | None = _USER["prompts_file"]  # JSONL; None: synthetic prompts
+    needle: dict[str, Any] = field(default_factory=lambda: dict(_USER["needle"]))  # {}: off
     prompt_tokens: int = _USER["prompt_tokens"]
     prompt_tokens_std: float = _USER["prompt_tokens_std"]
+    normalise: str | None = _USER["normalise"]  # rules applied to file prompts; None: as written
+    tokenizer: str = _USER["tokenizer"]  # counts output tokens when the server reports none
     max_tokens: int = _USER["max_tokens"]
     ignore_eos: bool = _USER["ignore_eos"]
     chunk_size: int | None = _USER["chunk_size"]  # the target's extension; sent only when set
@@ -75,6 +78,10 @@ class UserSettings:
     verify_signature: bool = _USER["verify_signature"]
     verify_text: bool = _USER["verify_text"]
     jwks_path: str = _USER["jwks_path"]
+    otlp_endpoint: str | None = _USER["otlp_endpoint"]  # None: no tracing code runs
+    otlp_service_name: str = _USER["otlp_service_name"]
+    trace_sample_ratio: float = _USER["trace_sample_ratio"]
+    master_timeout_s: float = _USER["master_timeout_s"]  # a worker's wait for its master
 
     def check(self) -> UserSettings:
         """Cross-option checks (single values are checked by their kinds)."""

@@ -27,6 +27,7 @@ from ramplab.load.plan import PLAN_MESSAGE, Plan
 from ramplab.load.shapes import Shape
 from ramplab.load.sizing import DEFAULT_MAX_LOSS, STALL_S, UserSizer
 from ramplab.options.run import RunOptions
+from ramplab.plugin.clock import ClockProbe
 from ramplab.results.producer import (
     EngineCounts,
     OutageFacts,
@@ -64,6 +65,7 @@ class MasterEngine:
         self.outage_error: str | None = None  # the run stops at once when set
         self.outage_exit = ExitCode.OK
         self._watcher: gevent.Greenlet | None = None
+        self.clocks: ClockProbe | None = None  # set by the plugin on a master with workers
 
     # -- membership -----------------------------------------------------------------------
     def live_workers(self) -> list[str]:
@@ -191,4 +193,5 @@ class MasterEngine:
             counts=EngineCounts.from_reports(self.progress, len(self.shape.stages)),
             outage=outage,
             gates=self.options.gates,
+            clocks=self.clocks.offsets() if self.clocks is not None else None,
         )

@@ -26,7 +26,7 @@ web-UI run only, :meth:`~RamplabPlugin.summarize`.
 
 ``quitting`` (once, when the process shuts down): flush the forwarder; write the final progress
 snapshot; :meth:`~RamplabPlugin.summarize` unless the summary on disk already holds every record;
-close the writer.
+close the writer; export the spans still batched (``--otlp-endpoint``).
 
 ``quit`` (after Locust printed its statistics): the exporters mark the run over and linger.
 
@@ -64,6 +64,8 @@ from ramplab.measure.client import PollFactory
 from ramplab.measure.context import Sink, UserContext
 from ramplab.options import RunOptions
 from ramplab.plugin import progress
+from ramplab.plugin.clock import ClockProbe, answer_pings
+from ramplab.plugin.connect import ConnectWatch
 from ramplab.plugin.default_args import cache_default_args
 from ramplab.plugin.exporters import Exporters, scenario_name
 from ramplab.plugin.forwarder import Forwarder, receive_into
@@ -172,6 +174,8 @@ class RamplabPlugin:
                 PLAN_MESSAGE,
                 lambda environment, msg, **_: engine.on_plan(Plan.from_message(msg.data)),
             )
+            if isinstance(runner, WorkerRunner):
+                answer_pings(runner)
         if self.role.coordinates:
             master = self.master_engine = MasterEngine(
                 runner, run, "local" if self.role is Role.LOCAL else None
@@ -179,6 +183,8 @@ class RamplabPlugin:
             runner.register_message(
                 PROGRESS_MESSAGE, lambda environment, msg, **_: master.on_progress(msg.data)
             )
+            if isinstance(runner, MasterRunner):
+                master.clocks = ClockProbe(runner)
 
     def _listen(self) -> None:
         hooks: Any = self.environment.events  # Locust's event hooks take untyped listeners
@@ -270,6 +276,8 @@ class RamplabPlugin:
             self.summarize()
         if self.writer is not None:
             self.writer.close()
+        if self._context is not None and self._context.tracer is not None:
+            self._context.tracer.close()  # the spans still batched
 
     def _on_quit(self, **_: Any) -> None:
         if self.exporters is not None:
@@ -305,6 +313,7 @@ class _Installation:
 
 
 _installed = _Installation()
+_connect_watch = ConnectWatch()
 
 
 def install(*, ramp: bool) -> None:
@@ -326,6 +335,7 @@ def install(*, ramp: bool) -> None:
 
 def _add_options(parser: Any, **_: Any) -> None:
     options.register_stream_options(parser)
+    _connect_watch.wrap(parser)
     if _installed.ramp:
         options.register_ramp_options(parser)
         if progress.OPTION not in parser._option_string_actions:  # the schema may define it
@@ -333,6 +343,8 @@ def _add_options(parser: Any, **_: Any) -> None:
 
 
 def _on_init(environment: Environment, **_: Any) -> None:
+    if isinstance(environment.runner, WorkerRunner):
+        _connect_watch.connected()
     register(environment, ramp=_installed.ramp)
 
 

@@ -51,8 +51,10 @@ class LLMStreamUser(User):
             Endpoint(self.shared.url, settings.request_timeout_s),
             auth=self.shared.auth,
             retry=self.retry,
+            counter=self.shared.counter,
             worker=self.shared.worker,
             verifier=self.shared.verifier,
+            tracer=self.shared.tracer,
         )
 
     def make_retry_policy(self) -> RetryPolicy:
@@ -92,6 +94,7 @@ class LLMStreamUser(User):
         sent = {**settings.extra_headers, **headers} if headers else settings.extra_headers
         record = self.chain.run(body, sent, intended_start, step, target_qps)
         self.finish_record(record)
+        record.prompt_labels = dict(getattr(self.prompts, "prompt_labels", None) or {})
         self._fire(record)
         self.shared.emit(record)
         return record

@@ -62,9 +62,19 @@ class RunMeta:
             ("arrivals", summary.arrivals),
             ("retry", summary.retry),
             ("requests", summary.requests),
+            ("worker clocks vs the master's", _clocks(summary)),
             ("exit code", self.data.get("exit_code")),
         ]
         return [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in pairs if v is not None]
+
+
+def _clocks(summary: RunSummary) -> str | None:
+    if not summary.clocks:
+        return None
+    return "; ".join(
+        f"{worker} {c.offset_ms:+.1f} ± {c.uncertainty_ms:.1f} ms"
+        for worker, c in sorted(summary.clocks.items())
+    )
 
 
 def markdown_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:

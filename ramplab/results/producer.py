@@ -28,7 +28,13 @@ from ramplab.measure.record import RequestRecord
 from ramplab.results.sessions import sessions_summary
 from ramplab.results.slo import Gate, RequestSlo, evaluate_gates
 from ramplab.results.steps import count_measured, group_measured, measure, recovery_time_s
-from ramplab.results.summary import OutageSummary, RunSummary, StepStats, WorkerCounts
+from ramplab.results.summary import (
+    ClockOffset,
+    OutageSummary,
+    RunSummary,
+    StepStats,
+    WorkerCounts,
+)
 
 __all__ = ["EngineCounts", "OutageFacts", "RunFacts", "scheduled_counts", "summarize"]
 
@@ -88,6 +94,7 @@ class RunFacts:
     gates: Sequence[Gate] = ()
     stopped_at_s: float | None = None
     rebuilt: bool = False
+    clocks: Mapping[str, ClockOffset] | None = None  # distributed run: each worker's offset
 
 
 def scheduled_counts(plan_shape: Shape, arrivals: str, seed: int, measured: Shape) -> list[int]:
@@ -136,6 +143,7 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
             window,
             sum(facts.scheduled) if facts.scheduled is not None else None,
         ),
+        clocks=dict(facts.clocks) if facts.clocks is not None else None,
         rebuilt=facts.rebuilt,
         stopped_at_s=facts.stopped_at_s,
     )

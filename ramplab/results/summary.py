@@ -9,6 +9,7 @@
     ├── outage: OutageSummary   with --ramplab-outage
     ├── sessions: SessionsSummary   multi-turn sessions (--session-turns > 1)
     │   └── turns: TurnStats        TTFT and prompt length by turn
+    ├── clocks: ClockOffset     per worker of a distributed run (``ramplab/plugin/clock.py``)
     └── gates: GateVerdict      every gate of the run, evaluated once by the producer
 
 ``Figures`` holds what a step and the whole run share (counts, rates, ratios, latencies), so a
@@ -31,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ramplab.errors import UsageError
 
 __all__ = [
+    "ClockOffset",
     "Figures",
     "GateStatus",
     "GateVerdict",
@@ -149,6 +151,15 @@ class SessionsSummary(_Frozen):
     turns: tuple[TurnStats, ...]
 
 
+class ClockOffset(_Frozen):
+    """A worker's wall clock minus the master's: the true offset lies within
+    ``offset_ms ± uncertainty_ms`` (half the narrowest probe's round trip)."""
+
+    offset_ms: float
+    uncertainty_ms: float
+    samples: int
+
+
 class GateVerdict(_Frozen):
     """One gate's outcome: ``observed`` holds (resolved path, value), several for ``steps[*]``."""
 
@@ -176,6 +187,7 @@ class RunSummary(Figures):
     retry: Any = None
     outage: OutageSummary | None = None
     sessions: SessionsSummary | None = None
+    clocks: dict[str, ClockOffset] | None = None
     gates: tuple[GateVerdict, ...] = ()
     rebuilt: bool = False
     stopped_at_s: float | None = None

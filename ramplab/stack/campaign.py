@@ -39,6 +39,7 @@ from ramplab.load.arrivals.trace import trace_shape
 from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, parse_duration, shape_from_dict
 from ramplab.load.trace import parse_trace_spec, trace_spec
+from ramplab.measure.workload import normalise_rules
 from ramplab.options import schema
 from ramplab.results.slo import parse_gates
 
@@ -102,9 +103,12 @@ class Workload(_Strict):
     """What each request asks for and how the client sends it: the streaming user's options."""
 
     model: str | None = _default("workload.model")
+    normalise: str | None = _default("workload.normalise")
+    tokenizer: str = _default("workload.tokenizer")
     max_tokens: int = _default("workload.max_tokens")
     ignore_eos: bool = _default("workload.ignore_eos")
     chunk_size: int | None = _default("workload.chunk_size")
+    needle: dict[str, Any] = _default("workload.needle")  # ramplab/measure/needle.py
     prompt_tokens: int = _default("workload.prompt_tokens")
     prompt_tokens_std: float = _default("workload.prompt_tokens_std")
     prompts_file: Path | None = Field(  # YAML gives a str
@@ -133,6 +137,15 @@ class Workload(_Strict):
     verify_signature: bool = _default("workload.verify_signature")
     verify_text: bool = _default("workload.verify_text")
     jwks_path: str = _default("workload.jwks_path")
+
+    @field_validator("normalise")
+    @classmethod
+    def _normalise(cls, value: str | None) -> str | None:
+        try:
+            normalise_rules(value)
+        except UsageError as exc:
+            raise ValueError(_reason(exc)) from None
+        return value
 
 
 class TraceReplay(_Strict):

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from ramplab.attention.probe import DEFAULT_DEPTHS, DEFAULT_NEEDLE, DEFAULT_QUESTION
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.experiment.compare import compare as compare_groups
@@ -569,6 +570,97 @@ def prompts_normalise(
         after = sum(counter.count(t) for p in result.prompts for t in p.texts)
         line += f" · tokens ({counter.name}) {before} → {after}"
     console.print(f"{line} · written to {output}", highlight=False, markup=False)
+
+
+# `ramplab attention`: the attention backtrace on a real transformer (study §3.2; docs/attention.md)
+@app.command("attention")
+def attention(
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            help="A local Hugging Face model directory. Default: the packaged all-MiniLM-L6-v2.",
+            show_default=False,
+        ),
+    ] = None,
+    needle: Annotated[
+        str, typer.Option(help="The key fact; its last word's first token is the answer token.")
+    ] = DEFAULT_NEEDLE,
+    question: Annotated[
+        str, typer.Option(help="Ends the context ('' for none).")
+    ] = DEFAULT_QUESTION,
+    depths: Annotated[
+        str, typer.Option(help="Where the needle goes, in percent of the filler, comma-separated.")
+    ] = ",".join(f"{d:g}" for d in DEFAULT_DEPTHS),
+    context_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="Tokens per context, special tokens included; at most the model's window. "
+            "Default: the window, at most 512.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the figures as JSON instead of tables.")
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write attention.html and attention.json there.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """The attention every query position pays to the needle's answer token (last layer, mean
+    over heads), against the signed distance from it, at each depth of the needle."""
+    import json
+
+    from ramplab.attention.model import default_model_dir, load_model, model_window
+    from ramplab.attention.probe import TokenizerEncoder, build_probes, parse_depths
+    from ramplab.attention.relevance import check_window, measure
+    from ramplab.attention.render import Backtrace, print_backtrace, to_json, write_chart
+
+    try:
+        wanted = parse_depths(depths)
+        directory = model if model is not None else default_model_dir()
+        window = model_window(directory)
+        tokens = context_tokens if context_tokens is not None else min(window or 512, 512)
+        check_window(tokens, window)
+        loaded = load_model(model)
+        probes = build_probes(TokenizerEncoder(loaded.tokenizer), wanted, tokens, needle, question)
+        if output is not None:
+            try:
+                output.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(
+                    "--output", f"cannot create {str(output)!r}: {exc.strerror}"
+                ) from None
+    except UsageError as exc:
+        raise _usage(exc) from None
+    bt = Backtrace(
+        model=loaded.name,
+        directory=loaded.directory,
+        window=loaded.window,
+        layers=loaded.layers,
+        heads=loaded.heads,
+        context_tokens=tokens,
+        needle=needle,
+        question=question,
+        results=measure(loaded, probes),
+    )
+    doc = to_json(bt)
+    if as_json:
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    else:
+        print_backtrace(console, bt)
+    if output is not None:
+        (output / "attention.json").write_text(
+            json.dumps(doc, ensure_ascii=False), encoding="utf-8"
+        )
+        write_chart(bt, output / "attention.html")
+        if not as_json:
+            console.print(f"written: {output / 'attention.html'}, {output / 'attention.json'}")
 
 
 def line_buffered() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ramplab.errors import UsageError
+from ramplab.measure.tokens import token_counter
 from ramplab.results.producer import EngineCounts, RunFacts, summarize
 from ramplab.results.slo import Gate, evaluate_gates, parse_gates
 from ramplab.stack.campaign import Campaign, CampaignError
@@ -65,6 +66,9 @@ def check_campaign(campaign: Campaign, environ: Mapping[str, str] | None = None)
                 pass
         except OSError as exc:
             raise CampaignError(f"workload.{name}", f"{str(path)!r}: {exc.strerror}") from None
+    # Loaded here (cl100k_base: a fraction of a second) so that a bad name exits 2 before any
+    # process starts, rather than failing every Locust worker.
+    token_counter(campaign.workload.tokenizer, "workload.tokenizer")
     auth = campaign.workload.auth
     needs = {
         "api-key": (("api_key", auth.api_key, "RAMPLAB_API_KEY"),),

@@ -241,6 +241,10 @@ def _start_meta(
         "workers": config.workers,
         "locustfile": str(config.locustfile),
         "started": datetime.now(UTC).isoformat(),
+        # Which counting produced the token figures the server did not report, and whether the
+        # prompts were sent normalised (§3.3): a figure says how it was made.
+        "tokenizer": request.campaign.workload.tokenizer,
+        "normalise": request.campaign.workload.normalise,
     }
     if monitoring is not None:
         target = request.target_url or f"http://127.0.0.1:{config.target_port}"

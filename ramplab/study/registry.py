@@ -22,7 +22,9 @@ STUDIES: dict[str, str] = {
     "chunking": "ramplab.study.chunking:analyse",
     "decay": "ramplab.study.decay:analyse",
     "decomposition": "ramplab.study.decomposition:analyse",
+    "inflation": "ramplab.study.inflation:analyse",
     "retries": "ramplab.study.retries:analyse",
+    "needle": "ramplab.study.needle:analyse",
 }
 
 

@@ -138,8 +138,9 @@ def test_campaign_variables_are_real_locust_options() -> None:
 
 DEMO = REPO / "campaigns" / "demo.yaml"
 DEFAULTED = re.compile(r"^\$\{\w+:-(.*)\}$")
-# Labels and the exporter's bind address: compose's own business, not the campaign's.
-COMPOSE_ONLY = {option.dest for option in schema.options_of("metrics")}
+# Labels, the exporter's bind address and where traces go: compose's own business, not the
+# campaign's.
+COMPOSE_ONLY = {option.dest for option in schema.options_of("metrics")} | {"otlp_endpoint"}
 
 
 def registered_parser() -> configargparse.ArgumentParser:

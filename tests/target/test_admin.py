@@ -64,7 +64,7 @@ def test_get_reports_processes_and_threads(two_workers: str) -> None:
     assert process["workers"] == 2
     assert process["threads"] >= 1
     assert process["signing_threads"] == 32
-    assert set(body["config"]) == {"faults", "signing", "latency", "ratelimit"}
+    assert set(body["config"]) == {"faults", "signing", "latency", "ratelimit", "prefix_cache"}
     text = httpx.get(two_workers + "/metrics").text
     assert metric(text, "target_worker_processes") == 2
     assert metric(text, "target_threads") >= 1
@@ -135,3 +135,49 @@ def test_change_applies_at_run_time_on_every_process(two_workers: str) -> None:
         headers=ADMIN,
     )
     assert restore.status_code == 200
+
+
+def test_a_put_of_prefix_cache_empties_every_process_cache(two_workers: str) -> None:
+    prompt = " ".join(f"w{i:03x}" for i in range(200))  # 12 whole blocks of 16 tokens
+    body = chat_body(max_tokens=1)
+    body["messages"] = [{"role": "user", "content": prompt}]
+
+    def put(patch: dict[str, Any]) -> int:
+        response = httpx.put(two_workers + "/admin/config", json=patch, headers=ADMIN)
+        assert response.status_code == 200, response.text
+        version: int = response.json()["version"]
+        seen: set[int] = set()
+
+        def both_applied() -> bool:
+            config = fresh_get(two_workers)
+            if config["version"] >= version:
+                seen.add(config["process"]["pid"])
+            return len(seen) == 2
+
+        wait_until(both_applied, 20, "both worker processes to apply the change")
+        return version
+
+    def cached_by_process(until: int) -> dict[str, list[int]]:
+        """Send the prompt on new connections until each process answered ``until`` times."""
+        found: dict[str, list[int]] = {}
+
+        def enough() -> bool:
+            with httpx.Client(base_url=two_workers) as client:
+                r = client.post("/v1/chat/completions", json=body)
+            details = r.json()["usage"]["prompt_tokens_details"]
+            found.setdefault(r.headers["x-target-pid"], []).append(details["cached_tokens"])
+            return len(found) == 2 and all(len(v) >= until for v in found.values())
+
+        wait_until(enough, 30, "answers from both processes")
+        return found
+
+    put({"prefix_cache": {"enabled": True}})
+    try:
+        # Each process caches the prompt the first time it prefills it (per-process caches).
+        warm = cached_by_process(until=2)
+        assert all(v[0] == 0 and v[-1] == 192 for v in warm.values()), warm
+        put({"prefix_cache": {}})
+        cold = cached_by_process(until=1)
+        assert all(v[0] == 0 for v in cold.values()), cold
+    finally:
+        put({"prefix_cache": {"enabled": False}})

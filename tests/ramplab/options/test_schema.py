@@ -60,8 +60,11 @@ def campaign_samples(tmp_path: Path) -> dict[str, Any]:
     return {
         "workload.model": "m1",
         "workload.prompts_file": tmp_path / "prompts.jsonl",
+        "workload.needle": {"lengths": [100], "depths": [0.5], "shared_prefix": False, "seed": 3},
         "workload.prompt_tokens": 17,
         "workload.prompt_tokens_std": 2.5,
+        "workload.normalise": "all,-markdown",
+        "workload.tokenizer": "cl100k_base",
         "workload.max_tokens": 33,
         "workload.ignore_eos": True,
         "workload.chunk_size": 3,
@@ -123,6 +126,10 @@ FLAG_SAMPLES: dict[str, tuple[str, Any]] = {
     "--ramplab-duration-prior": ("2.5", 2.5),
     "--ramplab-gate": ("ttft_ms.p99 < 800; requests > 1", None),
     "--ramplab-admin-token": ("admin", "admin"),
+    "--master-timeout": ("5", 5.0),
+    "--otlp-endpoint": ("http://jaeger:4318/", "http://jaeger:4318"),
+    "--otlp-service-name": ("generator", "generator"),
+    "--trace-sample-ratio": ("0.25", 0.25),
 }
 
 
@@ -226,16 +233,19 @@ def test_every_option_reads_its_environment_variable(tmp_path: Path) -> None:
 def test_environment_variable_names_stay_what_compose_files_use() -> None:
     # Renaming one silently breaks users' compose files and shells: change it on purpose only.
     assert {o.env.removeprefix("RAMPLAB_") for o in schema.OPTIONS} == {
-        "MODEL", "PROMPTS_FILE", "PROMPT_TOKENS", "PROMPT_TOKENS_STD", "MAX_TOKENS", "IGNORE_EOS",
+        "MODEL", "PROMPTS_FILE", "NORMALISE", "TOKENIZER", "PROMPT_TOKENS", "PROMPT_TOKENS_STD",
+        "MAX_TOKENS", "IGNORE_EOS",
         "CHUNK_SIZE", "TEMPERATURE", "EXTRA_BODY", "EXTRA_HEADERS", "NO_STREAM", "NO_USAGE",
         "API_PATH", "REQUEST_TIMEOUT", "CONNECT_TIMEOUT", "READ_TIMEOUT", "AUTH", "API_KEY",
+        "NEEDLE",
         "CLIENT_ID", "CLIENT_SECRET", "TOKEN_PATH", "INSECURE", "CA_FILE", "NO_DNS_CACHE",
         "RESOLVER", "NEW_CONNECTION", "HTTP2", "H2_WINDOW", "RESULTS_DIR", "WORKLOAD_SEED",
         "VERIFY_SIGNATURE", "SESSION_TURNS", "SESSION_THINK_TIME", "SESSION_HEADER",
         "VERIFY_TEXT", "JWKS_PATH", "METRICS_PORT", "METRICS_HOST", "MASTER_METRICS_PORT",
         "METRICS_LINGER", "RUN_ID", "SCENARIO", "SHAPE", "MODE", "ARRIVALS", "SEED", "OVERFLOW",
         "MAX_USERS", "HEADROOM", "DURATION_PRIOR", "RETRY", "SLO", "GATE", "OUTAGE", "ADMIN_TOKEN",
-        "DRAIN", "TRACE", "TRACE_SPEED", "TRACE_LOOP", "TRACE_LIMIT",
+        "DRAIN", "MASTER_TIMEOUT", "OTLP_ENDPOINT", "OTLP_SERVICE_NAME", "TRACE_SAMPLE_RATIO",
+        "TRACE", "TRACE_SPEED", "TRACE_LOOP", "TRACE_LIMIT",
     }  # fmt: skip
     assert len({o.dest for o in schema.OPTIONS}) == len(schema.OPTIONS)
 
@@ -284,6 +294,7 @@ def test_a_default_campaign_still_passes_every_value() -> None:
 # A value each option's kind refuses, on the command line.
 BAD: dict[str, str] = {
     "--prompt-tokens": "0",
+    "--needle": '{"lengths": [8], "depths": [0.5]}',
     "--prompt-tokens-std": "-1",
     "--max-tokens": "many",
     "--chunk-size": "0",
@@ -324,6 +335,10 @@ BAD: dict[str, str] = {
     "--ramplab-trace-speed": "0",
     "--ramplab-trace-loop": "0",
     "--ramplab-trace-limit": "-1",
+    "--master-timeout": "0",
+    "--otlp-endpoint": "jaeger:4318",
+    "--otlp-service-name": " ",
+    "--trace-sample-ratio": "1.5",
 }
 
 
@@ -335,6 +350,7 @@ def test_every_checked_option_has_a_bad_value() -> None:
     assert free_text == {
         "--model", "--prompts-file", "--api-key", "--client-id", "--client-secret", "--ca-file",
         "--results-dir", "--scenario", "--ramplab-admin-token", "--ramplab-trace",
+        "--normalise", "--tokenizer",  # checked when the workload loads (rules, tokenizer files)
     }  # fmt: skip
 
 

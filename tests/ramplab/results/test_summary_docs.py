@@ -7,6 +7,7 @@ import re
 from pydantic import BaseModel
 
 from ramplab.results.summary import (
+    ClockOffset,
     GateVerdict,
     OutageSummary,
     Percentiles,
@@ -27,6 +28,7 @@ TYPES: tuple[type[BaseModel], ...] = (
     GateVerdict,
     SessionsSummary,
     TurnStats,
+    ClockOffset,
 )
 
 

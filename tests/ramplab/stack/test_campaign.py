@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
+from ramplab.errors import UsageError
 from ramplab.experiment.matrix import load_experiment
 from ramplab.load.shapes import parse_shape
 from ramplab.load.trace import trace_spec
 from ramplab.stack.campaign import CampaignError, load_campaign, parse_campaign
+from ramplab.stack.preflight import check_campaign
 from ramplab.stack.rebuild import truncated
 from ramplab.stack.resultsdir import keep_trace
 from tests.support.processes import REPO
@@ -233,3 +235,17 @@ def test_a_run_keeps_its_trace_where_the_saved_campaign_finds_it(tmp_path: Path)
     (tmp_path / "a" / "b" / "e.yaml").write_text(escape)
     assert keep_trace(run_dir, load_campaign(tmp_path / "a" / "b" / "e.yaml"), escape) is None
     assert keep_trace(run_dir, load_campaign(REPO / "campaigns" / "smoke.yaml"), "name: x") is None
+
+
+@pytest.mark.parametrize(
+    ("workload", "named"),
+    [
+        ({"normalise": "all,-emoji"}, "workload.normalise: .*unknown rule 'emoji'"),
+        ({"tokenizer": "gpt-17"}, "workload.tokenizer: unknown tokenizer 'gpt-17'"),
+    ],
+)
+def test_the_inflation_options_are_checked_before_anything_runs(
+    workload: dict[str, str], named: str
+) -> None:
+    with pytest.raises(UsageError, match=named):
+        check_campaign(parse_campaign({"shape": SHAPE, "workload": workload}))

@@ -1,0 +1,39 @@
+"""`--tokenizer`: the load generator counts with the tokenizer it names; approx the fallback."""
+
+from __future__ import annotations
+
+import pytest
+
+from ramplab.errors import UsageError
+from ramplab.measure.context import UserContext
+from ramplab.measure.tokens import ApproxTokenCounter, token_counter
+from ramplab.options.settings import UserSettings
+from ramplab.prompts.tokenizers import load_tokenizer
+from tests.ramplab.prompts.conftest import MINILM
+
+TEXT = "Tokens are what prefill pays for — 中文也一样。"
+
+
+def test_approx_is_the_light_fallback() -> None:
+    assert isinstance(token_counter("approx"), ApproxTokenCounter)
+
+
+@pytest.mark.parametrize("spec", ["cl100k_base", str(MINILM)])
+def test_a_real_tokenizer_counts_as_the_analyser_does(spec: str) -> None:
+    assert token_counter(spec).count(TEXT) == load_tokenizer(spec).count(TEXT)
+    assert token_counter(spec).count(TEXT) != ApproxTokenCounter().count(TEXT)
+
+
+def test_an_unknown_tokenizer_is_refused_naming_the_option() -> None:
+    with pytest.raises(UsageError, match="--tokenizer: unknown tokenizer 'gpt-17'"):
+        token_counter("gpt-17")
+
+
+def test_the_process_context_holds_the_counter_its_settings_name() -> None:
+    context = UserContext.create(UserSettings(tokenizer="cl100k_base"), "http://127.0.0.1:9", "w")
+    try:
+        assert context.counter.count(TEXT) == load_tokenizer("cl100k_base").count(TEXT)
+    finally:
+        context.client.close()
+    with pytest.raises(UsageError, match="--tokenizer"):
+        UserContext.create(UserSettings(tokenizer="nope.json"), "http://127.0.0.1:9", "w")
