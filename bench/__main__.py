@@ -23,6 +23,11 @@ BENCHMARKS = [
     "progress_poll",
     "prefix_cache",
     "tracing_overhead",
+    "foreign_truth",
+    "peers",
+    "generator_load",
+    "soak",
+    "fuzz",
 ]
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HEADER = """# Benchmarks

@@ -4,12 +4,12 @@ The routes exist only when ``APP_ADMIN_TOKEN`` is set, and answer only to
 ``Authorization: Bearer <token>`` (compared in constant time; the token is never logged).
 
 A PUT carries any subset of the sections ``faults``, ``signing``, ``latency``, ``ratelimit``,
-``prefix_cache``, each with any subset of its fields (a PUT of ``prefix_cache``, even ``{}``,
-also empties the prefix cache of every process). The whole change is validated before anything
-applies: each section is rebuilt from its current values plus the patch and validated with the
-same models as the settings file, and one failure refuses everything with a 400 whose ``param``
-names the field (``faults.ratio_429``). ``signing.threads`` sizes a thread pool made at start
-and is refused.
+``prefix_cache``, ``reasoning``, each with any subset of its fields (a PUT of ``prefix_cache``,
+even ``{}``, also empties the prefix cache of every process). The whole change is validated
+before anything applies: each section is rebuilt from its current values plus the patch and
+validated with the same models as the settings file, and one failure refuses everything with a
+400 whose ``param`` names the field (``faults.ratio_429``). ``signing.threads`` sizes a thread
+pool made at start and is refused.
 
 Several worker processes: the PUT is answered by one process, so the change travels through
 Redis. One Lua call increments ``<prefix>admin:version`` and stores ``<version>\\n<json>`` at
@@ -36,7 +36,7 @@ from target_service.errors import InvalidRequest, RedisUnavailable, Unauthorized
 from target_service.runtime import Runtime
 
 log = logging.getLogger("target_service.admin")
-SECTIONS = ("faults", "signing", "latency", "ratelimit", "prefix_cache")
+SECTIONS = ("faults", "signing", "latency", "ratelimit", "prefix_cache", "reasoning")
 START_ONLY = {("signing", "threads")}
 
 PUBLISH_LUA = """

@@ -39,6 +39,7 @@ from target_service.middleware.process import ProcessHeaderMiddleware
 from target_service.redis_pool import RedisPool
 from target_service.runtime import Runtime
 from target_service.settings import Settings
+from target_service.shutdown import stop_tasks
 from target_service.tracing import TRACER_NAME, build_provider
 
 if TYPE_CHECKING:
@@ -114,15 +115,15 @@ def create_app(
             runtime = Runtime.build(settings, metrics, redis)
             runtime.process_info()
             app.state.runtime = runtime
-            tasks.append(asyncio.create_task(runtime.ring.maintain()))
-            tasks.append(asyncio.create_task(runtime.generator.usage.maintain()))
+            tasks.append(asyncio.create_task(runtime.ring.maintain(), name="keyring.maintain"))
+            tasks.append(
+                asyncio.create_task(runtime.generator.usage.maintain(), name="usage.maintain")
+            )
             if settings.admin_token is not None:
-                tasks.append(asyncio.create_task(admin.watch(runtime)))
+                tasks.append(asyncio.create_task(admin.watch(runtime), name="admin.watch"))
             yield
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await stop_tasks(tasks)
             if runtime is not None:
                 await runtime.generator.drain()
                 runtime.signer.close()
@@ -142,6 +143,7 @@ def create_app(
         Route("/healthz", routes.healthz, methods=["GET"]),
         Route("/readyz", routes.readyz, methods=["GET"]),
         Route("/metrics", routes.metrics, methods=["GET"]),
+        Route("/openapi.json", routes.openapi_json, methods=["GET"]),
     ]
     if settings.admin_token is not None:
         # Without a token the admin routes do not exist at all (404, not 401).

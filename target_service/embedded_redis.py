@@ -110,6 +110,16 @@ class EmbeddedRedis:
                 self._process.wait()
         self._process = None
 
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would: no shutdown, clients see their sockets reset.
+        ``start()`` brings it back on the same port."""
+        if self._process is None:
+            return
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self._process = None
+
     def close(self) -> None:
         self.stop()
         self._dir.cleanup()

@@ -32,6 +32,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from target_service import tracing
 from target_service.clock import Clock
 from target_service.errors import (
@@ -46,8 +48,10 @@ from target_service.faults import FaultInjector
 from target_service.inference import InferenceModel, OutputPlan
 from target_service.metrics import TargetMetrics
 from target_service.prefix_cache import PrefixCache
+from target_service.reasoning import gap_steps, reasoning_text, reasoning_tokens
 from target_service.scheduler import Scheduler, Slot
 from target_service.settings import Settings
+from target_service.shutdown import SHUTDOWN_CODE, SHUTDOWN_MESSAGE, STREAM_GRACE_S
 from target_service.signing import SIGNATURE_COMMENT, Signature, Signer, signed_message
 from target_service.textgen import generate_tokens
 from target_service.tokenizer import ApproxTokenizer, Tokenizer
@@ -75,6 +79,7 @@ class Completion:
     # Prompt tokens found in the prefix cache; None when the cache is off (no usage details).
     cached_tokens: int | None = None
     pre_timing: str = ""
+    reasoning_tokens: int = 0  # reasoning_content tokens streamed before the answer
     sent_at: list[float] = field(default_factory=list)  # clock time of each content event sent
     completion_id: str = field(default_factory=lambda: "chatcmpl-" + uuid.uuid4().hex[:24])
     created: int = field(default_factory=lambda: int(time.time()))
@@ -150,7 +155,8 @@ class Generator:
                 param="messages",
             )
         seed = request.seed if request.seed is not None else self.rng.getrandbits(32)
-        plan = self.model.plan_output(max_tokens, request.ignore_eos, seed)
+        thinking = reasoning_tokens(self.settings.reasoning, max_tokens, seed)
+        plan = self.model.plan_output(max_tokens - thinking, request.ignore_eos, seed)
         try:
             slot = await self.scheduler.admit()
         except QueueFull as exc:
@@ -189,43 +195,62 @@ class Generator:
             prefill_s=prefill_s,
             first_token_due=admitted + prefill_s,
             cached_tokens=cached_tokens,
+            reasoning_tokens=thinking,
         )
 
-    async def stream(self, done: Completion) -> AsyncIterator[bytes]:
-        """The SSE byte stream; cancelling it (client gone) frees the slot at once."""
+    async def stream(
+        self, done: Completion, shutdown: anyio.Event | None = None
+    ) -> AsyncIterator[bytes]:
+        """The SSE byte stream; cancelling it (client gone) frees the slot at once. Once
+        ``shutdown`` is set it ends within ``STREAM_GRACE_S`` (``shutdown.py``)."""
         encoder = ChunkEncoder(
             done.completion_id, done.created, done.request.model, done.request.include_usage
         )
         clock = self.clock
-        total = done.plan.tokens
-        tokens = generate_tokens(done.seed, total)
+        thinking = done.reasoning_tokens
+        answer = generate_tokens(done.seed, done.plan.tokens)
+        tokens = reasoning_text(done.seed, thinking) + answer
+        total = thinking + done.plan.tokens
+        reasoning_itl_s = self.settings.reasoning.itl_ms / 1000.0
         pause_s = self.settings.stream.event_sleep_ms / 1000.0
         sent = 0
         finished = False
         signature: Signature | None = None
         failure = self.faults.midstream()
         fail_at = min(self.settings.faults.midstream_after_tokens, total)
+        stop_at: float | None = None  # set once the shutdown is seen
         self.metrics.active_streams.inc()
         try:
             yield encoder.role()
             deadline = done.first_token_due
             last_sent = 0.0
             while sent < total:
-                count = min(done.chunk_size, total - sent)
+                # An event never mixes thoughts and answer (reasoning.py).
+                count = min(done.chunk_size, (thinking if sent < thinking else total) - sent)
                 # The event's tokens are due one interval apart; nothing can change the running
                 # count between them (no await), so one read of it serves the whole event.
-                steps = count - 1 if sent == 0 else count
+                steps, answer_steps = gap_steps(sent, count, thinking)
                 if steps:
-                    deadline += steps * self.model.token_interval_s(self.scheduler.running)
+                    running = self.scheduler.running
+                    deadline += steps * reasoning_itl_s * self.model.slowdown(running)
+                if answer_steps:
+                    deadline += answer_steps * self.model.token_interval_s(self.scheduler.running)
                 if failure is not None and sent >= fail_at:
                     break
                 due = deadline + self.model.jitter_s(self.rng)
+                if shutdown is not None and shutdown.is_set():
+                    if stop_at is None:
+                        stop_at = clock.now() + STREAM_GRACE_S
+                    if due > stop_at:
+                        await clock.sleep_until(stop_at)
+                        failure = "shutdown"
+                        break
                 if due > clock.now():  # unpaced or late: no coroutine to build for this event
                     await clock.sleep_until(due)
                 if sent + count == total:
                     try:
                         signature = await self.signer.sign(
-                            signed_message(done.completion_id, "".join(tokens))
+                            signed_message(done.completion_id, "".join(answer))
                         )
                         _sign_event(signature)
                     except RedisUnavailable:
@@ -233,7 +258,8 @@ class Generator:
                         # long gone, so the stream ends with an error event instead of a 503.
                         self.metrics.completions_total.labels("sign_failed").inc()
                         failure = "error_event"
-                event = encoder.content("".join(tokens[sent : sent + count]))
+                text = "".join(tokens[sent : sent + count])
+                event = encoder.reasoning(text) if sent < thinking else encoder.content(text)
                 # Read before the write: the write wakes the client, which on a busy machine
                 # may run first and delay a stamp taken after it by a whole time slice.
                 now = clock.now()
@@ -255,6 +281,11 @@ class Generator:
             done.slot.release()
             finished = True
             tracing.event("decode_end", decode_ms=decode_s * 1000, output_tokens=sent)
+            if failure == "shutdown":
+                yield encoder.error(SHUTDOWN_MESSAGE, "server_error", SHUTDOWN_CODE)
+                yield DONE_EVENT
+                self.metrics.completions_total.labels("shutdown").inc()
+                return
             if failure == "drop":
                 self.metrics.completions_total.labels("injected_drop").inc()
                 raise InjectedDisconnect
@@ -271,7 +302,9 @@ class Generator:
             # costs a timeout scope and the middleware chain), the same bytes on the wire.
             closing = [encoder.finish(done.plan.finish_reason)]
             if done.request.include_usage:
-                closing.append(encoder.usage(done.prompt_tokens, total, done.cached_tokens))
+                closing.append(
+                    encoder.usage(done.prompt_tokens, total, done.cached_tokens, thinking)
+                )
             if signature is not None:
                 closing.append(encoder.comment(SIGNATURE_COMMENT, signature.comment()))
             closing.append(
@@ -299,18 +332,24 @@ class Generator:
 
     async def complete(self, done: Completion) -> tuple[dict[str, Any], str, dict[str, str]]:
         """A non-streaming completion: decode paced the same way, answered at the end."""
-        total = done.plan.tokens
+        thinking = done.reasoning_tokens
+        total = thinking + done.plan.tokens
+        reasoning_itl_s = self.settings.reasoning.itl_ms / 1000.0
         try:
             deadline = done.first_token_due
             for index in range(1, total):
-                deadline += self.model.token_interval_s(self.scheduler.running)
+                running = self.scheduler.running
+                if index <= thinking:
+                    deadline += reasoning_itl_s * self.model.slowdown(running)
+                else:
+                    deadline += self.model.token_interval_s(running)
                 if index % 64 == 0 or index == total - 1:
                     await self.clock.sleep_until(deadline)
             decode_s = self.clock.now() - done.first_token_due
         finally:
             done.slot.release()
         tracing.event("decode_end", decode_ms=decode_s * 1000, output_tokens=total)
-        text = "".join(generate_tokens(done.seed, total))
+        text = "".join(generate_tokens(done.seed, done.plan.tokens))
         signature = await self.signer.sign(signed_message(done.completion_id, text))
         _sign_event(signature)
         self.metrics.output_tokens_total.inc(total)
@@ -326,6 +365,8 @@ class Generator:
             done.prompt_tokens,
             total,
             done.cached_tokens,
+            "".join(reasoning_text(done.seed, thinking)) if thinking else None,
+            thinking,
         )
         timing = f"{done.server_timing()}, decode;dur={decode_s * 1000:.3f}"
         headers: dict[str, str] = {}

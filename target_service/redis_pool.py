@@ -77,6 +77,13 @@ class _MeteredPool(BlockingConnectionPool):
         await super().release(connection)
 
 
+def _raise_lost_cancel(task: asyncio.Task[Any] | None, cancels_before: int) -> None:
+    # asyncio.timeout takes back its own cancel (uncancel) when it fires: a count still above
+    # the one at the start is a cancel from outside that never arrived as CancelledError.
+    if task is not None and task.cancelling() > cancels_before:
+        raise asyncio.CancelledError
+
+
 class RedisPool:
     """A Redis client over the metered pool, with every call bounded in time."""
 
@@ -98,15 +105,28 @@ class RedisPool:
         self.client = Redis(connection_pool=self.pool)
 
     async def run(self, operation: str, call: Callable[[Redis], Awaitable[T]]) -> T:
-        """Run one operation; any failure or a wait past the bound raises ``RedisUnavailable``."""
+        """Run one operation; any failure or a wait past the bound raises ``RedisUnavailable``.
+
+        A cancellation that reaches the caller while the operation runs always ends it with
+        ``CancelledError``, even when redis-py lost it: redis-py writes each command through
+        ``asyncio.wait_for``, which on Python 3.11 returns the write's result and drops the
+        cancellation when both land in the same loop iteration (CPython gh-86296, fixed in
+        3.12). A background loop cancelled at that instant went back to sleep and was never
+        cancelled again, and the lifespan's shutdown waited for it forever.
+        """
+        task = asyncio.current_task()
+        cancels_before = task.cancelling() if task is not None else 0
         # Bound = waiting for a pooled connection + one socket round trip (connect or read).
         bound = self.settings.wait_timeout_s + 2 * self.op_timeout_s
         try:
             async with asyncio.timeout(bound):
-                return await call(self.client)
+                result = await call(self.client)
         except REDIS_FAILURES as exc:
+            _raise_lost_cancel(task, cancels_before)
             self._metrics.redis_errors_total.labels(operation).inc()
             raise RedisUnavailable(operation, exc) from None
+        _raise_lost_cancel(task, cancels_before)
+        return result
 
     async def prewarm(self) -> int:
         """Open ``prewarm`` connections now; returns how many opened (0 if Redis is down)."""

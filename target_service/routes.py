@@ -13,6 +13,7 @@ import os
 import time
 from urllib.parse import parse_qs
 
+import anyio
 import orjson
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
@@ -27,8 +28,10 @@ from target_service.errors import (
     RedisUnavailable,
     Unavailable,
 )
+from target_service.openapi import document
 from target_service.ratelimit import Decision
 from target_service.runtime import Runtime
+from target_service.shutdown import SSE_GRACE_S
 from target_service.wire import models_body, parse_chat_request
 
 STARTED = int(time.time())
@@ -83,12 +86,15 @@ async def chat_completions(request: Request) -> Response:
         result, timing, signature = await runtime.generator.complete(completion)
         return json_response(result, headers={**headers, **signature, "server-timing": timing})
     stream = runtime.settings.stream
+    shutdown = anyio.Event()
     return EventSourceResponse(
-        runtime.generator.stream(completion),
+        runtime.generator.stream(completion, shutdown),
         headers={**headers, "server-timing": completion.server_timing()},
         sep="\n",
         ping=stream.ping_s,
         send_timeout=stream.send_timeout_s,
+        shutdown_event=shutdown,
+        shutdown_grace_period=SSE_GRACE_S,
     )
 
 
@@ -177,6 +183,10 @@ async def readyz(request: Request) -> Response:
             headers={"retry-after": "1"},
         )
     return json_response({"status": "ready", "redis": "ok"})
+
+
+async def openapi_json(request: Request) -> Response:
+    return json_response(document(tuple(_runtime(request).settings.models)))
 
 
 async def metrics(request: Request) -> Response:

@@ -27,6 +27,7 @@ from target_service.embedded_redis import EmbeddedRedis
 from target_service.errors import StartupError
 from target_service.http2 import serve_h2
 from target_service.settings import Settings, load_settings
+from target_service.shutdown import GRACEFUL_SHUTDOWN_S
 from target_service.tls import TlsFiles, prepare_tls
 from target_service.tracing import require_sdk
 
@@ -79,7 +80,7 @@ def serve(settings: Settings, tls: TlsFiles | None = None) -> None:
             "http": "httptools",
             "log_level": settings.log_level,
             "access_log": False,
-            "timeout_graceful_shutdown": 5,
+            "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
         }
         if tls is not None:
             options.update(ssl_certfile=tls.cert_file, ssl_keyfile=tls.key_file)

@@ -63,6 +63,16 @@ class PrefixCacheSettings(Section):
     max_cached_tokens: int = Field(1_048_576, ge=0)
 
 
+class ReasoningSettings(Section):
+    """``reasoning_content`` deltas before the answer (``reasoning.py``); off while
+    ``tokens_mean`` is 0."""
+
+    tokens_mean: float = Field(0.0, ge=0)
+    tokens_std: float = Field(0.0, ge=0)
+    # Gap between two reasoning tokens (times the decode slowdown, as for the answer's tokens).
+    itl_ms: float = Field(10.0, ge=0)
+
+
 class OutputSettings(Section):
     """Output length when the request does not fix it with ``ignore_eos``."""
 
@@ -294,6 +304,7 @@ class Settings(BaseSettings):
     latency: LatencySettings = Field(default_factory=LatencySettings)
     prefix_cache: PrefixCacheSettings = Field(default_factory=PrefixCacheSettings)
     output: OutputSettings = Field(default_factory=OutputSettings)
+    reasoning: ReasoningSettings = Field(default_factory=ReasoningSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     stream: StreamSettings = Field(default_factory=StreamSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)

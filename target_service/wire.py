@@ -130,6 +130,10 @@ class ChunkEncoder:
     def content(self, text: str) -> bytes:
         return self._head + b'{"content":' + orjson.dumps(text) + b"}" + self._tail_open
 
+    def reasoning(self, text: str) -> bytes:
+        """A reasoning delta, as vLLM and DeepSeek send it (``reasoning.py``)."""
+        return self._head + b'{"reasoning_content":' + orjson.dumps(text) + b"}" + self._tail_open
+
     def finish(self, reason: str) -> bytes:
         return (
             self._head
@@ -141,12 +145,16 @@ class ChunkEncoder:
         )
 
     def usage(
-        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int | None = None,
+        reasoning_tokens: int = 0,
     ) -> bytes:
         payload = {
             **self._meta,
             "choices": [],
-            "usage": usage_body(prompt_tokens, completion_tokens, cached_tokens),
+            "usage": usage_body(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens),
         }
         return b"data: " + orjson.dumps(payload) + b"\n\n"
 
@@ -162,10 +170,14 @@ class ChunkEncoder:
 
 
 def usage_body(
-    prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int | None = None,
+    reasoning_tokens: int = 0,
 ) -> dict[str, Any]:
     """OpenAI's usage object; ``prompt_tokens_details.cached_tokens`` only while the target's
-    prefix cache is on (``None``), so the body is unchanged when it is off."""
+    prefix cache is on (``None``), ``completion_tokens_details.reasoning_tokens`` only with a
+    reasoning phase, so the body is unchanged when both are off."""
     usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
@@ -173,6 +185,8 @@ def usage_body(
     }
     if cached_tokens is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    if reasoning_tokens:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return usage
 
 
@@ -185,7 +199,12 @@ def completion_body(
     prompt_tokens: int,
     completion_tokens: int,
     cached_tokens: int | None = None,
+    reasoning: str | None = None,
+    reasoning_tokens: int = 0,
 ) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -195,12 +214,12 @@ def completion_body(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": finish_reason,
             }
         ],
-        "usage": usage_body(prompt_tokens, completion_tokens, cached_tokens),
+        "usage": usage_body(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens),
     }
 
 

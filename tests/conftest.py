@@ -39,6 +39,7 @@ TIMING = (
     "tests/target/test_signing.py::test_lock_wait_grows_with_concurrency",
     "tests/ramplab/load/test_pacer.py::test_real_gevent_pacer",
     "tests/ramplab/measure/test_accuracy.py",
+    "tests/ramplab/measure/test_reasoning.py::test_first_answer_follows_first_output_by_the_reasoning_time",
     "tests/ramplab/plugin/test_openloop_runs.py::test_no_drift_over_a_long_stage",
     "tests/ramplab/plugin/test_multihost_runs.py::test_two_workers_on_other_hosts",  # lateness
     "tests/ramplab/study/test_chunking_run.py",

@@ -38,6 +38,7 @@ class TokenEvent:
 
     at: float  # monotonic seconds (arrival of the event's first byte)
     text: str
+    answer: bool = True  # False: it carried reasoning only (``reasoning_content``/``reasoning``)
 
 
 @dataclass(slots=True)
@@ -58,6 +59,8 @@ class AttemptResult:
     saw_done: bool = False
     prompt_tokens: int | None = None
     completion_tokens: int | None = None  # from the server's usage
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
     server_timing_ms: dict[str, float] = field(default_factory=dict)
     server_tokens_per_event: int | None = None  # declared by the server (target extension)
     server_events_ms: list[float] = field(default_factory=list)  # disclosed send times
@@ -124,21 +127,33 @@ def _error_kind_for(exc: httpx.HTTPError, started_body: bool) -> str:
     return "connection_dropped" if started_body else "connect_error"
 
 
-def _content_text(chunk: Mapping[str, Any]) -> str:
+# Where servers put a reasoning model's thoughts: vLLM and DeepSeek ``reasoning_content``, newer
+# vLLM and OpenRouter ``reasoning``.
+REASONING_KEYS = ("reasoning_content", "reasoning")
+
+
+def _content_text(chunk: Mapping[str, Any]) -> tuple[str, bool]:
+    """The event's output text, and whether any of it is answer (not reasoning)."""
     text = ""
+    answer = False
     for choice in chunk.get("choices") or ():
         if not isinstance(choice, Mapping):
             continue
         delta = choice.get("delta") or {}
         if isinstance(delta, Mapping):
-            for key in ("content", "reasoning_content"):
+            value = delta.get("content")
+            if isinstance(value, str) and value:
+                text += value
+                answer = True
+            for key in REASONING_KEYS:
                 value = delta.get(key)
                 if isinstance(value, str):
                     text += value
         value = choice.get("text")  # legacy completions stream
-        if isinstance(value, str):
+        if isinstance(value, str) and value:
             text += value
-    return text
+            answer = True
+    return text, answer
 
 
 def _collect_content(result: AttemptResult, chunk: Mapping[str, Any]) -> None:
@@ -165,6 +180,12 @@ def _apply_usage(result: AttemptResult, usage: Any) -> None:
             result.prompt_tokens = prompt
         if isinstance(completion, int):
             result.completion_tokens = completion
+        details = usage.get("completion_tokens_details")
+        if isinstance(details, Mapping) and isinstance(details.get("reasoning_tokens"), int):
+            result.reasoning_tokens = details["reasoning_tokens"]
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, Mapping) and isinstance(details.get("cached_tokens"), int):
+            result.cached_tokens = details["cached_tokens"]
 
 
 def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
@@ -212,9 +233,9 @@ def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
     if result.completion_id is None and isinstance(chunk.get("id"), str):
         result.completion_id = chunk["id"]
     _collect_content(result, chunk)
-    text = _content_text(chunk)
+    text, answer = _content_text(chunk)
     if text:
-        result.token_events.append(TokenEvent(event.first_byte_at, text))
+        result.token_events.append(TokenEvent(event.first_byte_at, text, answer))
 
 
 def run_attempt(
@@ -375,7 +396,10 @@ def verify_attempt(result: AttemptResult, verifier: Verifier) -> None:
             "".join(result.content_parts),
             result.signature,
             result.seed,
-            result.completion_tokens,
+            # The signed and generated text is the answer's: thoughts are not part of it.
+            None
+            if result.completion_tokens is None
+            else result.completion_tokens - (result.reasoning_tokens or 0),
         )
     except IntegrityError as exc:
         result.error_kind, result.error_detail = ERROR_KIND, str(exc)

@@ -17,6 +17,7 @@ import httpx
 from ramplab.errors import AuthError
 from ramplab.measure.attempt import AttemptResult, run_attempt, verify_attempt
 from ramplab.measure.integrity import Verifier
+from ramplab.measure.phases import note_phases
 from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.measure.tokens import ApproxTokenCounter, TokenCounter
 from ramplab.retry.base import AttemptOutcome, NoRetry, RetryPolicy
@@ -81,6 +82,20 @@ def allocate_tokens(
         out[order[i % n]] += 1
         i += 1
     return out
+
+
+def _event_tokens(result: AttemptResult, total: int | None, counter: TokenCounter) -> list[int]:
+    """``allocate_tokens`` over the stream, or over each phase when the server says how many
+    tokens were reasoning: a declared chunk size leaves the *last thought's* event short too."""
+    events, per_event = result.token_events, result.server_tokens_per_event
+    texts = [e.text for e in events]
+    split = next((i for i, e in enumerate(events) if e.answer), len(events))
+    thoughts = result.reasoning_tokens
+    phased = total is not None and thoughts is not None and 0 < split < len(events) < total
+    if phased and total is not None and thoughts is not None and 0 < thoughts < total:
+        head = allocate_tokens(texts[:split], thoughts, per_event, counter)
+        return head + allocate_tokens(texts[split:], total - thoughts, per_event, counter)
+    return allocate_tokens(texts, total, per_event, counter)
 
 
 def _attempt_record(number: int, result: AttemptResult, waited_s: float) -> AttemptRecord:
@@ -279,9 +294,7 @@ class RequestChain:
                 phases["first_token"] = (first - last.headers_at) * ms
             phases["stream"] = (final - first) * ms
             usage_total = last.completion_tokens if last.ok or last.saw_done else None
-            counts = allocate_tokens(
-                [e.text for e in events], usage_total, last.server_tokens_per_event, self.counter
-            )
+            counts = _event_tokens(last, usage_total, self.counter)
             itl: list[float] = []
             for prev, event, tokens in zip(events, events[1:], counts[1:], strict=False):
                 gap = (event.at - prev.at) * ms / tokens
@@ -292,9 +305,11 @@ class RequestChain:
             else:
                 record.output_tokens, record.output_tokens_source = sum(counts), "tokenizer"
             record.tokens_per_event = counts
+            note_phases(record, last, intended)
             if record.output_tokens and record.output_tokens > 1:
                 record.tpot_ms = (record.ttlt_ms - record.ttft_ms) / (record.output_tokens - 1)
         elif last.completion_tokens is not None:
             record.output_tokens, record.output_tokens_source = last.completion_tokens, "usage"
+        record.cached_tokens = last.cached_tokens
         record.phases_ms = phases
         return record

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from ramplab.datasets.source import Workload, workload_of
 from ramplab.errors import AuthError, UsageError
 from ramplab.measure.auth import JwtAuth, StaticKeyAuth
 from ramplab.measure.chain import Auth, NoAuth
@@ -112,6 +113,7 @@ class UserContext:
     counter: TokenCounter = field(default_factory=ApproxTokenCounter)  # --tokenizer, one a process
     prompts: list[Messages] | None = None  # the --prompts-file, read once per process
     verifier: Verifier | None = None  # --verify-signature/-text: one JWKS cache per process
+    workload: Workload | None = None  # --dataset, --shared-prefix, --output-lengths (datasets/)
     poll: PollFactory = select.poll  # the OS poll idle connections are checked with (client.py)
     tracer: AttemptTracer | None = None  # --otlp-endpoint: a span per attempt (tracing.py)
     _model: str | None = None
@@ -130,6 +132,7 @@ class UserContext:
         host = host.rstrip("/")
         # Read here, where a bad file stops the process with exit 2, not in each user.
         prompts = load_file_prompts(settings) if settings.prompts_file else None
+        workload = workload_of(settings)
         options = client_options(settings)
         tls, dns = ssl_context(options), DnsCache()
         client = make_client(options, tls=tls, dns=dns, poll=poll)
@@ -145,6 +148,7 @@ class UserContext:
             counter=token_counter(settings.tokenizer),
             prompts=prompts,
             verifier=_verifier(settings, client, host),
+            workload=workload,
             poll=poll,
             tracer=_tracer(settings, worker),
             _model=settings.model,

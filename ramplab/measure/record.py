@@ -69,6 +69,13 @@ class RequestRecord:
     # them (the reference target's ``timing_detail`` extension): for checking our own accuracy.
     server_events_ms: list[float] = field(default_factory=list)
     integrity: str | None = None  # "verified" / "failed" with --verify-signature, else None
+    # Reasoning models and prefix caches (``phases.py``, docs/workloads.md). ``ttft_ms`` is the
+    # first output of any kind (reasoning included, its meaning since the first release);
+    # ``answer_ttft_ms`` the first answer token, equal to it without reasoning.
+    answer_ttft_ms: float | None = None
+    reasoning_events: int = 0  # leading token-bearing events with reasoning only
+    reasoning_tokens: int | None = None  # the server's usage, else counted; None: no reasoning
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, if reported
 
     def to_dict(self) -> dict[str, Any]:
         # Field by field, not ``dataclasses.asdict``: that deep-copies every value and cost

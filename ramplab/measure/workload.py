@@ -143,12 +143,15 @@ def prompt_source(
     return SyntheticPrompts(settings.prompt_tokens, settings.prompt_tokens_std, rng)
 
 
-def request_body(settings: UserSettings, model: str, messages: Messages) -> dict[str, Any]:
-    """The OpenAI body; extensions (``chunk_size``, ``ignore_eos``) only when asked for."""
+def request_body(
+    settings: UserSettings, model: str, messages: Messages, max_tokens: int | None = None
+) -> dict[str, Any]:
+    """The OpenAI body; extensions (``chunk_size``, ``ignore_eos``) only when asked for;
+    ``max_tokens`` (a dataset's output length) overrides ``--max-tokens``."""
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
-        "max_tokens": settings.max_tokens,
+        "max_tokens": settings.max_tokens if max_tokens is None else max_tokens,
         "stream": settings.stream,
     }
     if settings.stream and settings.include_usage:

@@ -20,6 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ramplab.datasets.dataset import parse_range
+from ramplab.datasets.lengths import parse_output_lengths
+from ramplab.datasets.prefix import parse_shared_prefix
 from ramplab.errors import UsageError
 from ramplab.load.arrivals.schedule import make_process
 from ramplab.load.outage import parse_outage
@@ -35,14 +38,17 @@ __all__ = [
     "HEADER_NAME",
     "JSON_OBJECT",
     "OUTAGE",
+    "OUTPUT_LENGTHS",
     "PORT",
     "RETRY",
     "SESSION_THINK_TIME",
     "SHAPE",
+    "SHARED_PREFIX",
     "SLO",
     "SWITCH_OFF",
     "SWITCH_ON",
     "TEXT",
+    "TOKEN_RANGE",
     "URL_PATH",
     "Kind",
     "choice",
@@ -281,6 +287,22 @@ def _outage(text: str, field: str) -> str:
     return text.strip()
 
 
+def _token_range(text: str, field: str) -> str:
+    parse_range(text, field)
+    return text.strip()
+
+
+def _output_lengths(text: str, field: str) -> str:
+    parse_output_lengths(text, field)
+    return text.strip()
+
+
+def _shared_prefix(text: str, field: str) -> dict[str, Any]:
+    value = _json_object(text, field) if text.strip() else {}
+    parse_shared_prefix(value, field)
+    return value
+
+
 TEXT = Kind("text", _text)
 URL_PATH = Kind("URL path", _url_path)
 HTTP_URL = Kind("http(s) URL", _http_url)
@@ -296,3 +318,7 @@ RETRY = Kind("policy name or JSON", _retry, _retry_text)
 SLO = Kind("NAME<=MS,...", _slo, _slo_text)
 GATES = Kind("gates, ;-separated", _gates)
 OUTAGE = Kind("START+DURATION", _outage)
+TOKEN_RANGE = Kind("LOW..HIGH tokens", _token_range)
+OUTPUT_LENGTHS = Kind("max_tokens | dataset | uniform:LO,HI | normal:MEAN,STD | "
+                      "lognormal:MEDIAN,SIGMA", _output_lengths)  # fmt: skip
+SHARED_PREFIX = Kind("JSON object", _shared_prefix, json.dumps)

@@ -82,6 +82,17 @@ class UserSettings:
     otlp_service_name: str = _USER["otlp_service_name"]
     trace_sample_ratio: float = _USER["trace_sample_ratio"]
     master_timeout_s: float = _USER["master_timeout_s"]  # a worker's wait for its master
+    # Datasets, output lengths and shared prefixes (``ramplab/datasets``).
+    dataset: Path | None = _USER["dataset"]
+    dataset_format: str = _USER["dataset_format"]
+    dataset_tokenizer: str = _USER["dataset_tokenizer"]
+    dataset_seed: int = _USER["dataset_seed"]
+    dataset_sample: int | None = _USER["dataset_sample"]
+    dataset_prompt_tokens: str = _USER["dataset_prompt_tokens"]  # LOW..HIGH; "": any
+    dataset_output_tokens: str = _USER["dataset_output_tokens"]
+    output_lengths: str = _USER["output_lengths"]
+    shared_prefix: dict[str, Any] = field(default_factory=lambda: dict(_USER["shared_prefix"]))
+    prefix_salt: str | None = _USER["prefix_salt"]
 
     def check(self) -> UserSettings:
         """Cross-option checks (single values are checked by their kinds)."""
@@ -95,6 +106,8 @@ class UserSettings:
             raise UsageError("--prompts-file", f"{str(self.prompts_file)!r}: no such file")
         if self.ca_file is not None and not Path(self.ca_file).is_file():
             raise UsageError("--ca-file", f"{self.ca_file!r}: no such file")
+        if self.dataset is not None and not self.dataset.is_file():
+            raise UsageError("--dataset", f"{str(self.dataset)!r}: no such file")
         if self.h2_window is not None and not self.http2:
             raise UsageError("--h2-window", "sets the HTTP/2 window: it needs --http2")
         return self

@@ -75,6 +75,9 @@ class RampUser(LLMStreamUser):
         if self.engine is not None and self.sessions is None:
             self.engine.observe(record)  # a session is observed once, as a whole
 
+    def arrival_index(self) -> int | None:
+        return self._arrival.index if self._arrival is not None else None
+
     @task
     def chat(self) -> None:
         engine = self.engine

@@ -65,6 +65,10 @@ class LLMStreamUser(User):
     def finish_record(self, record: RequestRecord) -> None:
         """Last look at a record before it is fired and written (SLO verdicts, sizing)."""
 
+    def arrival_index(self) -> int | None:
+        """The index of the request about to be sent in the run's schedule, when there is one."""
+        return None
+
     def on_stop(self) -> None:
         self.client.close()
 
@@ -87,8 +91,13 @@ class LLMStreamUser(User):
         ``body_changes`` (over the body's fields) let a session send its history and affinity
         header, and a trace replay its row's lengths."""
         settings = self.shared.settings
-        prompt = messages if messages is not None else self.prompts.next()
-        body = request_body(settings, self.shared.model(), prompt)
+        if messages is not None:  # a session's history, a trace row's prompt
+            body = request_body(settings, self.shared.model(), messages)
+        elif self.shared.workload is not None:  # datasets, shared prefixes (ramplab/datasets)
+            prompt = self.shared.workload.next(self.arrival_index(), self.prompts.next)
+            body = request_body(settings, self.shared.model(), prompt.messages, prompt.max_tokens)
+        else:
+            body = request_body(settings, self.shared.model(), self.prompts.next())
         if body_changes:
             body.update(body_changes)
         sent = {**settings.extra_headers, **headers} if headers else settings.extra_headers

@@ -401,6 +401,50 @@ def phases(runs: Sequence[LabelledRun]) -> Chart:
                  "(docs/report.md: the join rule)")  # fmt: skip
 
 
+def reasoning(runs: Sequence[LabelledRun]) -> Chart:
+    """Time to first output (``ttft_ms``) against time to first answer token, p50 and p99."""
+    several, colour = _per_step(runs)
+    fig = go.Figure()
+    for i, run in enumerate(runs):
+        steps = run.summary.steps
+        for j, (field, what) in enumerate((("ttft_ms", "first output"),
+                                           ("answer_ttft_ms", "first answer"))):  # fmt: skip
+            for attr, dash in (("p50", "solid"), ("p99", "dot")):
+                ys = [getattr(getattr(s, field), attr) for s in steps]
+                _line(fig, run, ys, _name(run, f"{what} {attr}", several), colour(i, j), dash)
+    return Chart("reasoning", "Reasoning: first output vs first answer token",
+                 _layout(fig, "Time to first output vs first answer token", _x_title(runs), "ms"),
+                 "the gap is the reasoning phase (docs/workloads.md)")  # fmt: skip
+
+
+def prefix_cache(runs: Sequence[LabelledRun]) -> Chart:
+    """The server's prefix-cache hits per step, as it reports them in ``usage``."""
+    several, colour = _per_step(runs)
+    fig = go.Figure()
+    for i, run in enumerate(runs):
+        steps = run.summary.steps
+        _line(fig, run, [s.prefix_hit_ratio for s in steps],
+              _name(run, "requests with a hit", several), colour(i, 0))  # fmt: skip
+        _line(fig, run, [s.cached_tokens_ratio for s in steps],
+              _name(run, "cached ÷ prompt tokens", several), colour(i, 1), "dash")  # fmt: skip
+    return Chart("prefix_cache", "Prefix-cache hits",
+                 _layout(fig, "Prefix-cache hits (usage.prompt_tokens_details)", _x_title(runs),
+                         "share"),
+                 "from the cached_tokens the server reports")  # fmt: skip
+
+
+def _workload_charts(runs: Sequence[LabelledRun]) -> list[Chart]:
+    # Drawn only for runs that had them: a reasoning phase, a server reporting its cache.
+    charts = []
+    if any(r.summary.reasoning_tokens.count for r in runs):
+        charts.append(reasoning(runs))
+        charts.append(latency(runs, "reasoning_itl", "reasoning_itl_ms", "Reasoning ITL"))
+        charts.append(latency(runs, "answer_itl", "answer_itl_ms", "Answer ITL"))
+    if any(r.summary.prefix_hit_ratio is not None for r in runs):
+        charts.append(prefix_cache(runs))
+    return charts
+
+
 def run_charts(runs: Sequence[LabelledRun]) -> list[Chart]:
     """Every chart of the report, for one run or several overlaid, in reading order; ``TTFT by
     turn`` only when a run has multi-turn sessions."""
@@ -418,6 +462,7 @@ def run_charts(runs: Sequence[LabelledRun]) -> list[Chart]:
         cdf(runs, "ttft_cdf", "ttft_ms", "TTFT"),
         cdf(runs, "itl_cdf", "itl_ms", "ITL"),
         phases(runs),
+        *_workload_charts(runs),
     ]
 
 

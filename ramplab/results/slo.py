@@ -44,7 +44,8 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 }
 _EXPR = re.compile(r"^\s*(?P<path>[^<>=!\s]+)\s*(?P<op><=|>=|==|!=|<|>)\s*(?P<value>\S+)\s*$")
 _SEGMENT = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?:\[(?P<index>-?\d+|\*)\])?$")
-_SLO_FIELDS = ("ttft_ms", "tpot_ms", "ttlt_ms")
+# ``answer_ttft_ms``: a reasoning model's first answer token (docs/workloads.md).
+_SLO_FIELDS = ("ttft_ms", "tpot_ms", "ttlt_ms", "answer_ttft_ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +55,11 @@ class RequestSlo:
     ttft_ms: float | None = None
     tpot_ms: float | None = None
     ttlt_ms: float | None = None
+    answer_ttft_ms: float | None = None
 
     @property
     def empty(self) -> bool:
-        return self.ttft_ms is None and self.tpot_ms is None and self.ttlt_ms is None
+        return all(getattr(self, name) is None for name in _SLO_FIELDS)
 
     def meets(self, r: RequestRecord) -> bool:
         if not r.ok:

@@ -35,6 +35,7 @@ from numpy.typing import ArrayLike
 from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import RequestRecord
 from ramplab.results.summary import Percentiles
+from ramplab.results.workload import workload_figures
 
 LATENCIES = ("ttft_ms", "ttft_send_ms", "tpot_ms", "ttlt_ms")
 
@@ -115,6 +116,7 @@ def measure(
     for name in LATENCIES:
         values = (getattr(r, name) for r in ok)
         out[name] = percentiles(v for v in values if v is not None)
+    out.update(workload_figures(records, percentiles))  # reasoning phases, prefix-cache hits
     return out
 
 

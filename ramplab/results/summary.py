@@ -105,6 +105,14 @@ class Figures(_Frozen):
     ttlt_ms: Percentiles
     ttfb_ms: Percentiles
     lateness_ms: Percentiles
+    # Reasoning phases and prefix-cache hits (``results/workload.py``); defaults so that
+    # summaries written before them still load.
+    answer_ttft_ms: Percentiles = Percentiles()
+    reasoning_itl_ms: Percentiles = Percentiles()
+    answer_itl_ms: Percentiles = Percentiles()
+    reasoning_tokens: Percentiles = Percentiles()
+    cached_tokens_ratio: float | None = None
+    prefix_hit_ratio: float | None = None
 
 
 class StepStats(Figures):

@@ -56,6 +56,12 @@ LATENCY_FIELDS = (
     ("ttfb_ms", "TTFB"),
     ("lateness_ms", "lateness"),
 )
+# Added to the latency table for a run that had a reasoning phase (docs/workloads.md).
+REASONING_FIELDS = (
+    ("answer_ttft_ms", "first answer token"),
+    ("reasoning_itl_ms", "ITL, reasoning"),
+    ("answer_itl_ms", "ITL, answer"),
+)
 PERCENTILE_COLUMNS = (("p50", "p50"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99"),
                       ("p999", "p99.9"), ("max", "max"), ("mean", "mean"))  # fmt: skip
 
@@ -100,7 +106,8 @@ def latency_table(summary: RunSummary) -> Table:
     """Every latency over all measured windows, with p50/p90/p95/p99/p99.9/max/mean (ms)."""
     headers = ["latency (ms)", "count", *(label for _, label in PERCENTILE_COLUMNS)]
     body = []
-    for field, label in LATENCY_FIELDS:
+    fields = LATENCY_FIELDS + (REASONING_FIELDS if summary.reasoning_tokens.count else ())
+    for field, label in fields:
         p: Percentiles = getattr(summary, field)
         body.append([label, str(p.count), *_percentile_cells(p)])
     return headers, body

@@ -137,6 +137,19 @@ class Workload(_Strict):
     verify_signature: bool = _default("workload.verify_signature")
     verify_text: bool = _default("workload.verify_text")
     jwks_path: str = _default("workload.jwks_path")
+    # Datasets, output lengths and shared prefixes (docs/workloads.md).
+    dataset: Path | None = Field(
+        default_factory=lambda: schema.campaign_default("workload.dataset"), strict=False
+    )
+    dataset_format: str = _default("workload.dataset_format")
+    dataset_tokenizer: str = _default("workload.dataset_tokenizer")
+    dataset_seed: int = _default("workload.dataset_seed")
+    dataset_sample: int | None = _default("workload.dataset_sample")
+    dataset_prompt_tokens: str = _default("workload.dataset_prompt_tokens")
+    dataset_output_tokens: str = _default("workload.dataset_output_tokens")
+    output_lengths: str = _default("workload.output_lengths")
+    shared_prefix: dict[str, int] = _default("workload.shared_prefix")
+    prefix_salt: str | None = _default("workload.prefix_salt")
 
     @field_validator("normalise")
     @classmethod
@@ -425,7 +438,7 @@ def resolve_files(campaign: Campaign, base_dir: Path) -> Campaign:
     file's folder, like any include, not wherever the CLI runs)."""
     files = {
         name: base_dir / given
-        for name in ("prompts_file", "ca_file")
+        for name in ("prompts_file", "ca_file", "dataset")
         if (given := getattr(campaign.workload, name)) is not None and not given.is_absolute()
     }
     trace = campaign.trace.file

@@ -663,6 +663,77 @@ def attention(
             console.print(f"written: {output / 'attention.html'}, {output / 'attention.json'}")
 
 
+# `ramplab dataset`: what a dataset would send (ramplab/datasets, docs/workloads.md)
+dataset_app = typer.Typer(
+    help="Datasets for realistic workloads: ShareGPT conversations, prompt JSONL, prompt lines.",
+    no_args_is_help=True,
+)
+app.add_typer(dataset_app, name="dataset")
+
+
+@dataset_app.command("inspect")
+def dataset_inspect(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="ShareGPT JSON/JSONL, prompt JSONL (optional output_tokens) or one prompt a line.",
+            show_default=False,
+        ),
+    ],
+    dataset_format: Annotated[
+        str, typer.Option("--format", help="auto, sharegpt, prompts or text.")
+    ] = "auto",
+    tokenizer: Annotated[
+        str,
+        typer.Option(
+            help="approx (~4 characters per token), cl100k_base (offline) or PATH/tokenizer.json."
+        ),
+    ] = "approx",
+    prompt_tokens: Annotated[
+        str, typer.Option(help="Keep prompts of LOW..HIGH tokens (as --dataset-prompt-tokens).")
+    ] = "",
+    output_tokens: Annotated[
+        str, typer.Option(help="Keep prompts whose output is LOW..HIGH tokens.")
+    ] = "",
+    sample: Annotated[
+        int | None, typer.Option(help="Only this many prompts (seeded).", show_default=False)
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Order of the prompts (as --dataset-seed).")] = 0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the figures as JSON instead of tables.")
+    ] = False,
+) -> None:
+    """Prompt and output length histograms of FILE, as a run with the same options would send it."""
+    import json
+
+    from ramplab.datasets.dataset import Dataset, parse_range
+    from ramplab.datasets.formats import FORMATS
+    from ramplab.datasets.inspect import print_inspection, to_json
+    from ramplab.prompts.tokenizers import load_tokenizer
+
+    try:
+        if dataset_format not in FORMATS:
+            raise UsageError("--format", f"expected one of {', '.join(FORMATS)}")
+        if sample is not None and sample < 1:
+            raise UsageError("--sample", f"must be at least 1, got {sample}")
+        dataset = Dataset.load(
+            file,
+            load_tokenizer(tokenizer),
+            dataset_format,
+            parse_range(prompt_tokens, "--prompt-tokens"),
+            parse_range(output_tokens, "--output-tokens"),
+            sample,
+            seed,
+            field="FILE",
+        )
+    except UsageError as exc:
+        raise _usage(exc) from None
+    if as_json:
+        sys.stdout.write(json.dumps(to_json(dataset), indent=2) + "\n")
+    else:
+        print_inspection(console, dataset)
+
+
 def line_buffered() -> None:
     """Progress lines must reach a pipe (make demo | tee, CI logs) as they are printed."""
     if isinstance(sys.stdout, io.TextIOWrapper):

@@ -52,12 +52,33 @@ def check_gates(campaign: Campaign, gates: Sequence[Gate], field: str) -> None:
             raise UsageError(f"{field}[{index}]", f"{verdict.gate!r}: {verdict.detail}")
 
 
+def _check_dataset(campaign: Campaign) -> None:
+    """Every record of the dataset, read as the workers will read it: a bad line is refused now,
+    naming ``FILE:LINE``, not by each Locust process after the stack started."""
+    from ramplab.datasets.dataset import Dataset, parse_range
+    from ramplab.prompts.tokenizers import load_tokenizer
+
+    w = campaign.workload
+    if w.dataset is None:
+        return
+    Dataset.load(
+        w.dataset,
+        load_tokenizer(w.dataset_tokenizer, "workload.dataset_tokenizer"),
+        w.dataset_format,  # type: ignore[arg-type]
+        parse_range(w.dataset_prompt_tokens, "workload.dataset_prompt_tokens"),
+        parse_range(w.dataset_output_tokens, "workload.dataset_output_tokens"),
+        w.dataset_sample,
+        w.dataset_seed,
+        field="workload.dataset",
+    )
+
+
 def check_campaign(campaign: Campaign, environ: Mapping[str, str] | None = None) -> list[Gate]:
     """The prompts and CA files, the auth credentials and the gates; ``CampaignError`` names
     the field. Returns the campaign's gates, parsed."""
     env = os.environ if environ is None else environ
     campaign.load_shape  # noqa: B018 - a search-only campaign has none: refused, naming shape
-    for name in ("prompts_file", "ca_file"):
+    for name in ("prompts_file", "ca_file", "dataset"):
         path = getattr(campaign.workload, name)
         if path is None:
             continue
@@ -69,6 +90,7 @@ def check_campaign(campaign: Campaign, environ: Mapping[str, str] | None = None)
     # Loaded here (cl100k_base: a fraction of a second) so that a bad name exits 2 before any
     # process starts, rather than failing every Locust worker.
     token_counter(campaign.workload.tokenizer, "workload.tokenizer")
+    _check_dataset(campaign)
     auth = campaign.workload.auth
     needs = {
         "api-key": (("api_key", auth.api_key, "RAMPLAB_API_KEY"),),

@@ -186,6 +186,7 @@ class _Outcome:
 def execute(request: RunRequest, console: Console) -> ExitCode:
     """Run the campaign; prints progress and the tables on ``console``, errors on stderr."""
     gates = _check(request)
+    _salt_prefixes(request)
     prometheus_bin = find_prometheus() if request.prometheus else None
     run_dir = new_results_dir(request.results_dir, request.run_name, request.campaign.name)
     (run_dir / "logs").mkdir()
@@ -226,6 +227,16 @@ def _check(request: RunRequest) -> list[Gate]:
     return gates
 
 
+def _salt_prefixes(request: RunRequest) -> None:
+    """A fresh salt for this run's shared prefixes unless the campaign fixes one, so a rerun
+    (a sweep's next cell, an experiment's repeat) does not hit a warm prefix cache by accident
+    (docs/workloads.md)."""
+    workload = request.campaign.workload
+    if workload.shared_prefix and workload.prefix_salt is None:
+        salted = workload.model_copy(update={"prefix_salt": secrets.token_hex(4)})
+        request.campaign = request.campaign.model_copy(update={"workload": salted})
+
+
 def _start_meta(
     request: RunRequest,
     config: StackConfig,
@@ -246,6 +257,8 @@ def _start_meta(
         "tokenizer": request.campaign.workload.tokenizer,
         "normalise": request.campaign.workload.normalise,
     }
+    if request.campaign.workload.prefix_salt is not None:
+        meta["prefix_salt"] = request.campaign.workload.prefix_salt
     if monitoring is not None:
         target = request.target_url or f"http://127.0.0.1:{config.target_port}"
         if loopback_address(target) is None:

@@ -50,7 +50,17 @@ from tests.support.processes import REPO
 PACKAGE = REPO / "ramplab"
 TARGET = REPO / "target_service"
 LOCUST_WORLD = ("locust", "gevent")
-LOWER = ("measure", "load", "retry", "results", "metrics", "options", "prompts", "attention")
+LOWER = (
+    "measure",
+    "load",
+    "retry",
+    "results",
+    "metrics",
+    "options",
+    "prompts",
+    "attention",
+    "datasets",
+)
 UPPER = ("plugin", "stack", "experiment", "study")
 # Edges that break a rule above, each with its reason; the last test fails once one is gone, so
 # that the exception is removed with the violation.

@@ -64,7 +64,14 @@ def test_get_reports_processes_and_threads(two_workers: str) -> None:
     assert process["workers"] == 2
     assert process["threads"] >= 1
     assert process["signing_threads"] == 32
-    assert set(body["config"]) == {"faults", "signing", "latency", "ratelimit", "prefix_cache"}
+    assert set(body["config"]) == {
+        "faults",
+        "signing",
+        "latency",
+        "ratelimit",
+        "prefix_cache",
+        "reasoning",
+    }
     text = httpx.get(two_workers + "/metrics").text
     assert metric(text, "target_worker_processes") == 2
     assert metric(text, "target_threads") >= 1

@@ -57,6 +57,7 @@ def campaign_samples(tmp_path: Path) -> dict[str, Any]:
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "hi"}\n')
     (tmp_path / "ca.pem").write_text("not read here\n")
     (tmp_path / "trace.jsonl").write_text(TRACE)
+    (tmp_path / "chats.jsonl").write_text("not read here either\n")
     return {
         "workload.model": "m1",
         "workload.prompts_file": tmp_path / "prompts.jsonl",
@@ -95,6 +96,16 @@ def campaign_samples(tmp_path: Path) -> dict[str, Any]:
         "workload.sessions.turns": 3,
         "workload.sessions.think_time": "exponential:1.5",
         "workload.sessions.affinity_header": "x-conversation",
+        "workload.dataset": tmp_path / "chats.jsonl",
+        "workload.dataset_format": "sharegpt",
+        "workload.dataset_tokenizer": "cl100k_base",
+        "workload.dataset_seed": 3,
+        "workload.dataset_sample": 5,
+        "workload.dataset_prompt_tokens": "4..512",
+        "workload.dataset_output_tokens": "..1024",
+        "workload.output_lengths": "normal:128,32",
+        "workload.shared_prefix": {"prefixes": 2, "prefix_tokens": 64, "requests_per_prefix": 4},
+        "workload.prefix_salt": "s1",
         "shape": {"kind": "stepped", "rates": [1, 2.5], "hold": "3s", "warmup": "1s"},
         "mode": "closed",
         "arrivals": "gamma:0.5",
@@ -246,6 +257,9 @@ def test_environment_variable_names_stay_what_compose_files_use() -> None:
         "MAX_USERS", "HEADROOM", "DURATION_PRIOR", "RETRY", "SLO", "GATE", "OUTAGE", "ADMIN_TOKEN",
         "DRAIN", "MASTER_TIMEOUT", "OTLP_ENDPOINT", "OTLP_SERVICE_NAME", "TRACE_SAMPLE_RATIO",
         "TRACE", "TRACE_SPEED", "TRACE_LOOP", "TRACE_LIMIT",
+        "DATASET", "DATASET_FORMAT", "DATASET_TOKENIZER", "DATASET_SEED", "DATASET_SAMPLE",
+        "DATASET_PROMPT_TOKENS", "DATASET_OUTPUT_TOKENS", "OUTPUT_LENGTHS", "SHARED_PREFIX",
+        "PREFIX_SALT",
     }  # fmt: skip
     assert len({o.dest for o in schema.OPTIONS}) == len(schema.OPTIONS)
 
@@ -339,6 +353,14 @@ BAD: dict[str, str] = {
     "--otlp-endpoint": "jaeger:4318",
     "--otlp-service-name": " ",
     "--trace-sample-ratio": "1.5",
+    "--dataset-format": "csv",
+    "--dataset-tokenizer": " ",
+    "--dataset-seed": "x",
+    "--dataset-sample": "0",
+    "--dataset-prompt-tokens": "10..5",
+    "--dataset-output-tokens": "many",
+    "--output-lengths": "normal:1",
+    "--shared-prefix": '{"prefixes": 0}',
 }
 
 
@@ -349,7 +371,8 @@ def test_every_checked_option_has_a_bad_value() -> None:
     # Free text is checked where it means something: files, credentials.
     assert free_text == {
         "--model", "--prompts-file", "--api-key", "--client-id", "--client-secret", "--ca-file",
-        "--results-dir", "--scenario", "--ramplab-admin-token", "--ramplab-trace",
+        "--results-dir", "--scenario", "--ramplab-admin-token", "--dataset", "--prefix-salt",
+        "--ramplab-trace",
         "--normalise", "--tokenizer",  # checked when the workload loads (rules, tokenizer files)
     }  # fmt: skip
 

@@ -1,0 +1,99 @@
+"""The peers' own virtual environments, built on first use and kept in a cache directory.
+
+Each peer gets a venv of its own so that its pins never meet ours. GuideLLM is installed with
+``--no-deps`` plus the runtime dependencies its CLI and mock server import: its declared
+dependencies include ``torch`` and ``datasets`` (gigabytes), which neither ``guidellm mock-server``
+nor ``guidellm benchmark`` against a server with ``--processor`` unset need. The pins are the
+versions these benchmarks ran with. ``RAMPLAB_PEER_CACHE`` moves the cache (default
+``~/.cache/ramplab/peers``); a venv is rebuilt when its requirement list changes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str
+    no_deps: tuple[str, ...]  # installed with --no-deps
+    requirements: tuple[str, ...]  # installed with their dependencies
+    command: str  # the console script
+
+
+GUIDELLM = Peer(
+    name="guidellm",
+    no_deps=("guidellm==0.8.1",),
+    requirements=(
+        "click~=8.4.0", "culsans~=0.10.0", "eval_type_backport==0.4.0", "faker==40.63.0",
+        "ftfy==6.3.1", "httpx[http2]==0.29.0", "loguru==0.7.3", "msgpack==1.2.4",
+        "more-itertools==11.2.1", "numpy==2.4.6", "protobuf==7.36.2", "pydantic==2.14.4",
+        "pydantic-settings==2.16.3", "pyyaml==6.0.4", "rich==15.0.0", "sanic==25.12.1",
+        "tabulate==0.10.0", "typing-extensions==4.16.0", "uvloop==0.23.0", "websockets==17.4",
+        "transformers==5.24.0",
+    ),
+    command="guidellm",
+)  # fmt: skip
+
+AIPERF = Peer(name="aiperf", no_deps=(), requirements=("aiperf==0.13.0",), command="aiperf")
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("RAMPLAB_PEER_CACHE")
+    if configured:
+        return Path(configured)
+    return Path.home() / ".cache" / "ramplab" / "peers"
+
+
+def _key(peer: Peer) -> str:
+    spec = "\n".join([sys.version, *peer.no_deps, "--", *peer.requirements])
+    return hashlib.sha256(spec.encode()).hexdigest()[:12]
+
+
+def ensure(peer: Peer, log: Path | None = None) -> Path:
+    """The peer's console script, installing its venv first when the cache has none."""
+    venv = cache_dir() / f"{peer.name}-{_key(peer)}"
+    script = venv / "bin" / peer.command
+    done = venv / ".installed"
+    if done.exists() and script.exists():
+        return script
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # `make test` starts the GuideLLM install in the background while the parallel phase runs
+    # (minutes on a cold pip cache); the truth test then waits here for it instead of installing
+    # over it.
+    with (venv.parent / f"{peer.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists() and script.exists():
+            return script
+        _install(peer, venv, log)
+    done.touch()
+    return script
+
+
+def _install(peer: Peer, venv: Path, log: Path | None) -> None:
+    out = log.open("ab") if log is not None else subprocess.DEVNULL
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+        pip += ["--disable-pip-version-check"]
+        if peer.requirements:
+            subprocess.run([*pip, *peer.requirements], check=True, stdout=out, stderr=out)
+        if peer.no_deps:
+            subprocess.run([*pip, "--no-deps", *peer.no_deps], check=True, stdout=out, stderr=out)
+    finally:
+        if log is not None and not isinstance(out, int):
+            out.close()
+
+
+PEERS = {peer.name: peer for peer in (GUIDELLM, AIPERF)}
+
+if __name__ == "__main__":
+    # python -m bench.peer_env guidellm [aiperf]: build the venvs ahead of their first use.
+    for name in sys.argv[1:]:
+        print(ensure(PEERS[name]))
