@@ -38,6 +38,9 @@ def sessions_summary(
             prompt_tokens=percentiles(
                 r.prompt_tokens for r in group if r.ok and r.prompt_tokens is not None
             ),
+            cached_tokens=percentiles(
+                r.cached_tokens for r in group if r.ok and r.cached_tokens is not None
+            ),
         )
         for turn, group in sorted(by_turn.items())
     )

@@ -148,6 +148,7 @@ class TurnStats(_Frozen):
     ok: int
     ttft_ms: Percentiles
     prompt_tokens: Percentiles
+    cached_tokens: Percentiles
 
 
 class SessionsSummary(_Frozen):

@@ -127,12 +127,13 @@ def step_latency_table(summary: RunSummary, field: str) -> Table:
 def turns_table(summary: RunSummary) -> Table:
     """Multi-turn sessions: per turn index, requests, prompt tokens and TTFT (empty without)."""
     sessions = summary.sessions
-    headers = ["turn", "requests", "ok", "prompt tokens p50", "TTFT p50", "TTFT p90", "TTFT p99"]
+    headers = ["turn", "requests", "ok", "prompt tokens p50", "cached p50", "TTFT p50",
+               "TTFT p90", "TTFT p99"]  # fmt: skip
     if sessions is None:
         return headers, []
     body = [
         [str(t.turn), str(t.requests), str(t.ok), _ms(t.prompt_tokens.p50, 0),
-         _ms(t.ttft_ms.p50), _ms(t.ttft_ms.p90), _ms(t.ttft_ms.p99)]
+         _ms(t.cached_tokens.p50, 0), _ms(t.ttft_ms.p50), _ms(t.ttft_ms.p90), _ms(t.ttft_ms.p99)]
         for t in sessions.turns
     ]  # fmt: skip
     return headers, body

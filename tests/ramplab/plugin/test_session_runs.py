@@ -1,9 +1,9 @@
 """Multi-turn sessions in a real Locust run against the real target (one run, many checks).
 
 Every session arrives open-loop (2 sessions/s, Poisson) and sends 3 turns 0.2 s of think time
-apart. The target answers each turn with the same text (``seed`` fixed through ``--extra-body``,
-``ignore_eos``), so the prompt growth the target reports can be predicted exactly with the
-target's own tokenizer.
+apart, to a target with its prefix cache on. The target answers each turn with the same text
+(``seed`` fixed through ``--extra-body``, ``ignore_eos``), so the prompt growth the target
+reports can be predicted exactly with the target's own tokenizer.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ ARGS = [
 
 @pytest.fixture(scope="module")
 def run(shared_target: SharedTarget, tmp_path_factory: pytest.TempPathFactory) -> RampRun:
-    target = shared_target.reset()
+    # The prefix cache on (emptied by the reset): a session's history is what it reuses.
+    target = shared_target.reset({"prefix_cache": {"enabled": True}})
     done = run_ramp(tmp_path_factory.mktemp("sessions"), target.url, ARGS)
     assert done.returncode == 0, done.tail()
     return done
@@ -69,6 +70,18 @@ def test_prompt_grows_by_exactly_the_answer_and_the_new_user_turn(run: RampRun) 
         assert turns[0]["prompt_tokens"] == USER_TOKENS
         for before, after in itertools.pairwise(turns):
             assert after["prompt_tokens"] == before["prompt_tokens"] + growth
+
+
+def test_each_turn_finds_the_previous_turns_prompt_in_the_prefix_cache(run: RampRun) -> None:
+    # The target caches a prompt's whole 16-token blocks when its prefill ends; a later turn
+    # repeats that prompt first, so exactly those blocks are served from the cache.
+    block = 16
+    for turns in sessions_of(run).values():
+        assert turns[0]["cached_tokens"] == 0
+        for before, after in itertools.pairwise(turns):
+            assert after["cached_tokens"] == before["prompt_tokens"] // block * block
+    by_turn = {t["turn"]: t for t in run.summary["sessions"]["turns"]}
+    assert by_turn[3]["cached_tokens"]["min"] == 48
 
 
 def test_later_turns_are_due_a_think_time_after_the_previous_answer(run: RampRun) -> None:

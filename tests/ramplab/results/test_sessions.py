@@ -17,7 +17,8 @@ def session_records() -> list[RequestRecord]:
         for turn in (1, 2, 3):
             records.append(
                 rec(0, 3 * s + turn - 1, 12, session_id=f"s{s}", turn=turn,
-                    ttft_ms=10.0 * turn, prompt_tokens=20 * turn)
+                    ttft_ms=10.0 * turn, prompt_tokens=20 * turn,
+                    cached_tokens=16 * (turn - 1) if s < 2 else None)
             )  # fmt: skip
     broken = failed(0, 11, 12, 503)
     broken.session_id, broken.turn = "s3", 3
@@ -36,6 +37,9 @@ def test_ttft_and_prompt_tokens_by_turn() -> None:
     assert turns[2].ttft_ms.p50 == 20.0
     assert turns[3].ttft_ms.count == 3
     assert turns[3].prompt_tokens.max == 60
+    # Sessions s0 and s1 ran against a server that reported its cache; s2 and s3 did not.
+    assert (turns[2].cached_tokens.count, turns[2].cached_tokens.p50) == (2, 16.0)
+    assert turns[1].cached_tokens.max == 0
 
 
 def test_no_session_records_no_block() -> None:
@@ -57,7 +61,7 @@ def test_the_reports_table_and_sentence() -> None:
     run = summarize(session_records(), facts)
     headers, body = turns_table(run)
     assert headers[:3] == ["turn", "requests", "ok"]
-    assert body[1][:5] == ["2", "4", "4", "40", "20.0"]
+    assert body[1][:6] == ["2", "4", "4", "40", "16", "20.0"]
     line = sessions_line(run)
     assert line is not None
     assert "4 started" in line
