@@ -79,6 +79,9 @@ async def chat_completions(request: Request) -> Response:
         f"auth;dur={caller.auth_s * 1000:.3f}, ratelimit;dur={limit_s * 1000:.3f}"
     )
     headers = decision.headers()
+    session = runtime.settings.session_header
+    if session and (session_id := request.headers.get(session)):
+        headers[session] = session_id
     if not chat.stream:
         result, timing, signature = await runtime.generator.complete(completion)
         return json_response(result, headers={**headers, **signature, "server-timing": timing})

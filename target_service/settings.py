@@ -289,6 +289,9 @@ class Settings(BaseSettings):
     # Namespace of every Redis key this target writes, so targets (and tests) can share a Redis.
     redis_prefix: str = Field("ramplab:", min_length=1)
     admin_poll_s: float = Field(0.5, gt=0)
+    # A multi-turn session's affinity header: echoed on the response, so a client (or a proxy
+    # routing on it) can check it reached the target; "" ignores it.
+    session_header: str = Field("x-session-id", pattern=r"^[A-Za-z0-9-]*$")
     # How prompt tokens are counted (usage.prompt_tokens, the prefill cost): tokenizer.py.
     tokenizer: str = "approx"
 

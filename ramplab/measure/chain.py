@@ -137,6 +137,7 @@ class RequestChain:
         self.wall = wall
         self.sleep = sleep
         self.verifier = verifier  # content integrity, only when asked for (integrity.py)
+        self.last_text = ""  # the last request's answer text (run() sets it)
         self.tracer = tracer  # a CLIENT span per attempt, only with --otlp-endpoint
 
     def run(
@@ -148,6 +149,7 @@ class RequestChain:
         target_qps: float | None = None,
     ) -> RequestRecord:
         """One request; ``intended_start`` is on this chain's monotonic ``clock`` (None: now)."""
+        self.last_text = ""
         now = self.clock()
         intended = now if intended_start is None else intended_start
         intended_epoch = self.wall() - (now - intended)
@@ -208,6 +210,8 @@ class RequestChain:
             self.sleep(waited)
         assert last is not None
         assert first_sent is not None
+        # The answer as streamed (first choice's content), for a session's history.
+        self.last_text = "".join(last.content_parts)
         return self._record(intended, intended_epoch, first_sent, log, last, step, target_qps)
 
     def _rejected(

@@ -39,6 +39,9 @@ class RequestRecord:
     step: int | None = None  # load step index, set by the arrival engine
     target_qps: float | None = None
     arrival: int | None = None  # index in the run's global arrival schedule (open-loop engine)
+    # Multi-turn sessions (measure/session.py): the session's id and this request's 1-based turn.
+    session_id: str | None = None
+    turn: int | None = None
     attempts: int = 1
     attempt_log: list[AttemptRecord] = field(default_factory=list)
     total_ms: float | None = None  # intended start → final outcome, waits included

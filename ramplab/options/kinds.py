@@ -27,6 +27,7 @@ from ramplab.errors import UsageError
 from ramplab.load.arrivals.schedule import make_process
 from ramplab.load.outage import parse_outage
 from ramplab.load.shapes import parse_shape
+from ramplab.load.think import SPEC_HELP, parse_think_time
 from ramplab.results.slo import parse_gates, parse_request_slo
 from ramplab.retry.config import parse_retry
 
@@ -34,11 +35,13 @@ __all__ = [
     "ADDRESS",
     "ARRIVALS",
     "GATES",
+    "HEADER_NAME",
     "JSON_OBJECT",
     "OUTAGE",
     "OUTPUT_LENGTHS",
     "PORT",
     "RETRY",
+    "SESSION_THINK_TIME",
     "SHAPE",
     "SHARED_PREFIX",
     "SLO",
@@ -200,6 +203,23 @@ def _json_object(text: str, field: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UsageError(field, f"must be a JSON object, got {text!r}")
     return value
+
+
+def _think_time(text: str, field: str) -> str:
+    parse_think_time(text, field)
+    return text.strip()
+
+
+def _header_name(text: str, field: str) -> str:
+    name = text.strip()
+    if name and not all(c.isascii() and (c.isalnum() or c == "-") for c in name):
+        raise UsageError(field, f"{text!r} is not an HTTP header name (letters, digits, '-')")
+    return name
+
+
+# Multi-turn sessions (docs/workloads.md).
+SESSION_THINK_TIME = Kind(SPEC_HELP, _think_time, _number_text)
+HEADER_NAME = Kind("header name ('': none)", _header_name)
 
 
 def _shape(text: str, field: str) -> str:

@@ -10,13 +10,17 @@ option; the plugin turns them into exit 2.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ramplab.errors import UsageError
+from ramplab.load.arrivals.trace import shape_text as trace_shape_text
 from ramplab.load.outage import Outage, parse_outage
 from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, parse_shape
 from ramplab.load.sizing import prior_duration_s
+from ramplab.load.think import parse_think_time
+from ramplab.load.trace import parse_trace_spec, trace_spec
 from ramplab.options import kinds, schema
 from ramplab.results.slo import Gate, RequestSlo, parse_gates, parse_request_slo
 from ramplab.retry.config import RetryConfig, parse_retry
@@ -42,6 +46,10 @@ class RunOptions:
     drain_s: float
     outage: Outage | None = None
     admin_token: str = ""
+    trace: Path | None = None  # with it, ``arrivals`` is its replay's spec and ``shape`` its own
+    trace_speed: float = 1.0
+    trace_loop: int = 1
+    trace_limit: int = 0
 
 
 def register(parser: Any) -> None:
@@ -59,6 +67,10 @@ def from_options(parsed: Any) -> RunOptions:
     prior = float(get("--ramplab-duration-prior"))
     if prior == 0:
         prior = prior_duration_s(int(get("--max-tokens")))
+        turns = int(get("--session-turns"))
+        if turns > 1:  # an arrival holds its user for a whole session
+            think = parse_think_time(get("--session-think-time"), "--session-think-time")
+            prior = turns * prior + (turns - 1) * think.mean_s
     retry_spec = kinds.retry_spec(str(get("--ramplab-retry") or ""), "--ramplab-retry")
     retry = parse_retry(retry_spec, field="--ramplab-retry") if retry_spec is not None else None
     gate_texts = kinds.gate_texts(str(get("--ramplab-gate") or ""))
@@ -67,11 +79,26 @@ def from_options(parsed: Any) -> RunOptions:
     admin_token = str(get("--ramplab-admin-token") or "")
     if outage is not None and not admin_token:
         raise UsageError("--ramplab-admin-token", "--ramplab-outage needs the target's admin token")
+    arrivals = get("--ramplab-arrivals")
+    trace = schema.option("--ramplab-trace").to_setting(get("--ramplab-trace"))
+    speed, loop, limit = (
+        get("--ramplab-trace-speed"),
+        get("--ramplab-trace-loop"),
+        get("--ramplab-trace-limit"),
+    )
+    if trace is not None:
+        arrivals, shape_text = _replay(trace, speed, loop, limit, shape_text)
+        if int(get("--session-turns")) > 1:
+            raise UsageError("--session-turns", "a trace replay sends single requests: use 1")
+        if get("--ramplab-mode") == "closed":
+            raise UsageError("--ramplab-mode", "a trace replay is an open-loop schedule: use open")
+    if int(get("--session-turns")) > 1 and get("--ramplab-mode") == "closed":
+        raise UsageError("--session-turns", "sessions arrive open-loop: use --ramplab-mode open")
     return RunOptions(
         shape_text=shape_text,
         shape=parse_shape(shape_text) if shape_text else None,
         mode=get("--ramplab-mode"),
-        arrivals=get("--ramplab-arrivals"),
+        arrivals=arrivals,
         seed=get("--ramplab-seed"),
         overflow=get("--ramplab-overflow"),
         max_users=get("--ramplab-max-users"),
@@ -84,4 +111,19 @@ def from_options(parsed: Any) -> RunOptions:
         drain_s=get("--ramplab-drain"),
         outage=outage,
         admin_token=admin_token,
+        trace=trace,
+        trace_speed=speed,
+        trace_loop=loop,
+        trace_limit=limit,
     )
+
+
+def _replay(trace: Path, speed: float, loop: int, limit: int, given: str) -> tuple[str, str]:
+    """The arrivals spec and the shape of a trace replay; a given shape must be the trace's."""
+    spec = trace_spec(trace, speed, loop, limit)
+    derived = trace_shape_text(parse_trace_spec(spec))
+    if given and parse_shape(given).stages != parse_shape(derived).stages:
+        raise UsageError(
+            "--ramplab-shape", "a trace replay takes its shape from the trace: leave it out"
+        )
+    return spec, derived

@@ -197,6 +197,16 @@ OPTIONS: tuple[Option, ...] = (
     _stream("--h2-window", kinds.integer(1), None,
             "HTTP/2 receive window in bytes (SETTINGS_INITIAL_WINDOW_SIZE; default: httpcore's "
             "16 MiB)", campaign="workload.h2_window"),
+    # Multi-turn sessions (docs/workloads.md): each open-loop arrival starts one session.
+    _stream("--session-turns", _POSITIVE, 1,
+            "turns per session: each arrival is a conversation of this many turns (1: none)",
+            campaign="workload.sessions.turns"),
+    _stream("--session-think-time", kinds.SESSION_THINK_TIME, "0",
+            "seconds between an answer and the session's next turn",
+            campaign="workload.sessions.think_time"),
+    _stream("--session-header", kinds.HEADER_NAME, "x-session-id",
+            "session-affinity header carrying the session id ('': none)",
+            campaign="workload.sessions.affinity_header", to_setting=_optional),
     # The run's results directory is the stack's to choose, not the campaign's.
     _stream("--results-dir", kinds.TEXT, None, "write requests.jsonl and summary.json here",
             to_setting=_path),
@@ -280,6 +290,16 @@ OPTIONS: tuple[Option, ...] = (
     _ramp("--ramplab-overflow", kinds.choice("drop", "queue"), "drop",
           "an arrival with no free user: dropped (counted) or queued", "overflow",
           campaign="overflow"),
+    # Trace replay (docs/workloads.md): the trace is the schedule, its lengths each request's.
+    _ramp("--ramplab-trace", kinds.TEXT, None,
+          "replay this trace (JSONL or CSV of arrival time, input and output tokens)", "trace",
+          campaign="trace.file", to_setting=_path),
+    _ramp("--ramplab-trace-speed", kinds.number(0.0, above=True), 1.0,
+          "trace time scale: 2 replays twice as fast", "trace_speed", campaign="trace.speed"),
+    _ramp("--ramplab-trace-loop", _POSITIVE, 1, "replay the trace this many times, back to back",
+          "trace_loop", campaign="trace.loop"),
+    _ramp("--ramplab-trace-limit", kinds.integer(0), 0,
+          "replay only the first N arrivals (0: all)", "trace_limit", campaign="trace.limit"),
     _ramp("--ramplab-max-users", _POSITIVE, 1000, "cap on users (all workers)", "max_users",
           campaign="max_users"),
     _ramp("--ramplab-headroom", kinds.number(1.0), 1.5, "users = rate x duration x this",

@@ -69,6 +69,9 @@ class UserSettings:
     reuse_connections: bool = _USER["reuse_connections"]
     http2: bool = _USER["http2"]
     h2_window: int | None = _USER["h2_window"]  # bytes; None: httpcore's own window
+    session_turns: int = _USER["session_turns"]  # 1: every arrival is a single request
+    session_think_time: str = _USER["session_think_time"]  # ramplab.load.think's spec
+    session_header: str | None = _USER["session_header"]
     results_dir: Path | None = _USER["results_dir"]
     seed: int | None = _USER["seed"]
     # Content integrity (integrity.py): off unless asked for, it relies on a target extension.

@@ -130,6 +130,9 @@ class RamplabPlugin:
         run = options.run_options(parsed) if self.ramp else None
         if run is not None and run.shape is None:
             raise UsageError("--ramplab-shape", "a ramp run needs a shape, e.g. '1,2,5@20s/5s'")
+        if run is None and settings.session_turns > 1:
+            # Sessions arrive on the ramp engine's schedule; a plain user would ignore the option.
+            raise UsageError("--session-turns", "sessions need the ramp engine (llm_ramp.py)")
         runner = self.environment.runner
         if isinstance(runner, WorkerRunner):
             self.forwarder = Forwarder(runner)

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import random
 import time
 
 import gevent
 from locust import task
 from locust.env import Environment
 
+from ramplab.load.arrivals.trace import TraceArrivals
 from ramplab.load.pacer import Arrival
+from ramplab.load.shapes import Stage
+from ramplab.load.trace import Trace
+from ramplab.measure.filler import filler_prompt
 from ramplab.measure.record import RequestRecord
+from ramplab.measure.session import (
+    Conversation,
+    ConversationSource,
+    PromptTurns,
+    SessionSettings,
+    session_id,
+    session_settings,
+)
 from ramplab.plugin.plugin import install, plugin_of
 from ramplab.plugin.users import LLMStreamUser
 from ramplab.plugin.worker import WorkerEngine
@@ -28,7 +41,14 @@ class RampUser(LLMStreamUser):
     def __init__(self, environment: Environment) -> None:
         self.engine: WorkerEngine | None = plugin_of(environment).worker_engine
         self._arrival: Arrival | None = None
+        # The session id, turn and arrival index of the request being sent (sessions only).
+        self._session: tuple[str, int, int] | None = None
         super().__init__(environment)
+        self.sessions: SessionSettings | None = session_settings(self.shared.settings)
+        # Its own generator (seeded from the process's): think times, ids and trace prompts are
+        # reproducible.
+        self.user_rng = random.Random(self.shared.rng.getrandbits(64))
+        self.conversations: ConversationSource = PromptTurns(self.prompts)
 
     def make_retry_policy(self) -> RetryPolicy:
         setup = self.plugin.retry
@@ -47,11 +67,13 @@ class RampUser(LLMStreamUser):
             record.actual_start += shift
             for attempt in record.attempt_log:
                 attempt.start += shift
+        if self._session is not None:
+            record.session_id, record.turn, record.arrival = self._session
         slo = self.plugin.slo
         if slo is not None and not slo.empty:
             record.slo_ok = slo.meets(record)
-        if self.engine is not None:
-            self.engine.observe(record)
+        if self.engine is not None and self.sessions is None:
+            self.engine.observe(record)  # a session is observed once, as a whole
 
     def arrival_index(self) -> int | None:
         return self._arrival.index if self._arrival is not None else None
@@ -72,12 +94,68 @@ class RampUser(LLMStreamUser):
         stage = engine.shape.stages[int(engine.schedule.stages[arrival.index])]
         self._arrival = arrival
         try:
-            self.run_request(
-                intended_start=arrival.intended, step=stage.index, target_qps=stage.rate
-            )
+            if self.sessions is not None:
+                self._run_session(engine, self.sessions, arrival)
+            elif isinstance(engine.process, TraceArrivals):
+                self._replay(engine.process.trace, arrival, stage)
+            else:
+                self.run_request(
+                    intended_start=arrival.intended, step=stage.index, target_qps=stage.rate
+                )
         finally:
             self._arrival = None
+            self._session = None
             engine.dispatcher.done()
+
+    def _replay(self, trace: Trace, arrival: Arrival, stage: Stage) -> None:
+        """The trace's row of this arrival: a prompt of its input length (filler words, one
+        token each), ``max_tokens`` = its output length, generated to the end (``ignore_eos``)."""
+        self.run_request(
+            intended_start=arrival.intended,
+            step=stage.index,
+            target_qps=stage.rate,
+            messages=filler_prompt(int(trace.input_tokens[arrival.index]), self.user_rng),
+            body_changes={
+                "max_tokens": int(trace.output_tokens[arrival.index]),
+                "ignore_eos": True,
+            },
+        )
+
+    def _run_session(
+        self, engine: WorkerEngine, sessions: SessionSettings, arrival: Arrival
+    ) -> None:
+        """One session on this user: its turns back to back, a think time apart.
+
+        Only the first turn is paced by the schedule (the arrival is the session's start); each
+        later turn is due when the think time after the previous answer ends, and is measured
+        from that due time. A failed turn ends the session: there is no answer to carry on from.
+        """
+        conversation = Conversation(
+            session_id(self.user_rng),
+            self.conversations.next_conversation(sessions.turns),
+        )
+        header = sessions.affinity_header
+        headers = {header: conversation.id} if header else None
+        due = arrival.intended
+        while not conversation.done:
+            messages = conversation.request()
+            self._session = (conversation.id, conversation.turn, arrival.index)
+            stage = engine.stage_at(due)
+            record = self.run_request(
+                intended_start=due,
+                step=stage.index if stage is not None else None,
+                target_qps=stage.rate if stage is not None else None,
+                messages=messages,
+                headers=headers,
+            )
+            self._arrival = None  # later turns are not the schedule's arrivals
+            if not record.ok or conversation.done:
+                break
+            conversation.answered(self.chain.last_text)
+            think = sessions.think_time.draw(self.user_rng)
+            due = time.perf_counter() + think
+            gevent.sleep(think)
+        engine.observe_s(time.perf_counter() - arrival.intended)
 
     def _closed_loop(self, engine: WorkerEngine) -> None:
         now = time.perf_counter()

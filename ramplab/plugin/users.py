@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from locust import User, constant, task
 from locust.env import Environment
@@ -10,7 +11,7 @@ from locust.env import Environment
 from ramplab.measure.chain import Endpoint, RequestChain
 from ramplab.measure.context import UserContext
 from ramplab.measure.record import RequestRecord
-from ramplab.measure.workload import PromptSource, prompt_source, request_body
+from ramplab.measure.workload import Messages, PromptSource, prompt_source, request_body
 from ramplab.plugin.plugin import RamplabPlugin, install, plugin_of
 from ramplab.retry.base import NoRetry, RetryPolicy
 
@@ -80,15 +81,27 @@ class LLMStreamUser(User):
         intended_start: float | None = None,
         step: int | None = None,
         target_qps: float | None = None,
+        messages: Messages | None = None,
+        headers: Mapping[str, str] | None = None,
+        body_changes: Mapping[str, Any] | None = None,
     ) -> RequestRecord:
-        """Make one request now; ``intended_start`` on ``time.perf_counter()`` (None: now)."""
+        """Make one request now; ``intended_start`` on ``time.perf_counter()`` (None: now).
+
+        ``messages`` (default: the next prompt), ``headers`` (added to ``--extra-headers``) and
+        ``body_changes`` (over the body's fields) let a session send its history and affinity
+        header, and a trace replay its row's lengths."""
         settings = self.shared.settings
-        if self.shared.workload is not None:  # datasets, shared prefixes (ramplab/datasets)
+        if messages is not None:  # a session's history, a trace row's prompt
+            body = request_body(settings, self.shared.model(), messages)
+        elif self.shared.workload is not None:  # datasets, shared prefixes (ramplab/datasets)
             prompt = self.shared.workload.next(self.arrival_index(), self.prompts.next)
             body = request_body(settings, self.shared.model(), prompt.messages, prompt.max_tokens)
         else:
             body = request_body(settings, self.shared.model(), self.prompts.next())
-        record = self.chain.run(body, settings.extra_headers, intended_start, step, target_qps)
+        if body_changes:
+            body.update(body_changes)
+        sent = {**settings.extra_headers, **headers} if headers else settings.extra_headers
+        record = self.chain.run(body, sent, intended_start, step, target_qps)
         self.finish_record(record)
         record.prompt_labels = dict(getattr(self.prompts, "prompt_labels", None) or {})
         self._fire(record)

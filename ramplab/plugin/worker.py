@@ -17,6 +17,7 @@ from typing import Any
 import gevent
 import numpy as np
 
+from ramplab.load.arrivals.base import ArrivalProcess
 from ramplab.load.arrivals.schedule import Schedule, build_schedule, make_process
 from ramplab.load.arrivals.split import worker_share
 from ramplab.load.pacer import Arrival, Pacer
@@ -38,6 +39,7 @@ class WorkerEngine:
         self.plan: Plan | None = None
         self.shape: Shape | None = None
         self.schedule: Schedule | None = None
+        self.process: ArrivalProcess | None = None  # a TraceArrivals also gives the lengths
         self.pacer: Pacer | None = None
         self.start_clock = 0.0  # perf_counter() value at the schedule's offset 0
         self._dispatched_offsets: list[float] = []
@@ -54,7 +56,8 @@ class WorkerEngine:
         self._greenlets.append(gevent.spawn(self._report_loop))
         if plan.mode != "open":
             return
-        self.schedule = build_schedule(self.shape, make_process(plan.arrivals), plan.seed)
+        self.process = make_process(plan.arrivals)
+        self.schedule = build_schedule(self.shape, self.process, plan.seed)
         share = worker_share(self.schedule.offsets, plan.epoch_objects(), self.worker_id)
         self.pacer = Pacer(
             share,
@@ -90,7 +93,11 @@ class WorkerEngine:
 
     def observe(self, record: RequestRecord) -> None:
         if record.total_ms is not None:
-            self._durations.append(record.total_ms / 1000.0)
+            self.observe_s(record.total_ms / 1000.0)
+
+    def observe_s(self, seconds: float) -> None:
+        """How long one arrival held its user (a request, or a whole session)."""
+        self._durations.append(seconds)
 
     def progress(self) -> dict[str, Any]:
         shape = self.shape

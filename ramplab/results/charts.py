@@ -306,6 +306,36 @@ def dropped(runs: Sequence[LabelledRun]) -> Chart:
                  "arrivals of the schedule no free user could take")  # fmt: skip
 
 
+def ttft_by_turn(runs: Sequence[LabelledRun]) -> Chart:
+    """Multi-turn sessions: TTFT percentiles per turn index (x: the turn, not the load)."""
+    several = len(runs) > 1
+    fig = go.Figure()
+    for i, run in enumerate(runs):
+        sessions = run.summary.sessions
+        if sessions is None:
+            continue
+        xs = [float(t.turn) for t in sessions.turns]
+        for j, (attr, label, dash) in enumerate(PERCENTILES[:3]):
+            ys = [getattr(t.ttft_ms, attr) for t in sessions.turns]
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    name=_name(run, label, several),
+                    mode="lines+markers",
+                    line={"color": _run_colour(runs, i) if several else _colour(j),
+                          "dash": dash if several else "solid"},
+                    text=[f"{t.ok} ok of {t.requests}" for t in sessions.turns],
+                    legendgroup=run.label,
+                )
+            )  # fmt: skip
+    title = "TTFT by turn"
+    fig = _layout(fig, f"{title} (multi-turn sessions)", "turn", "ms")
+    fig.update_xaxes(dtick=1)
+    note = "each turn sends the whole history: its prompt grows by the answers before it"
+    return Chart("ttft_by_turn", title, fig, note)
+
+
 def _cdf(values: Floats) -> tuple[list[float], list[float]]:
     if values.size == 0:
         return [], []
@@ -416,10 +446,13 @@ def _workload_charts(runs: Sequence[LabelledRun]) -> list[Chart]:
 
 
 def run_charts(runs: Sequence[LabelledRun]) -> list[Chart]:
-    """Every chart of the report, for one run or several overlaid, in reading order."""
+    """Every chart of the report, for one run or several overlaid, in reading order; ``TTFT by
+    turn`` only when a run has multi-turn sessions."""
+    turns = [ttft_by_turn(runs)] if any(r.summary.sessions for r in runs) else []
     return [
         throughput(runs),
         *(latency(runs, key, field, title) for key, field, title in LATENCIES),
+        *turns,
         stream_rate(runs),
         errors(runs),
         retries(runs),

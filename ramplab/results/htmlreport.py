@@ -25,6 +25,8 @@ from ramplab.results.tables import (
     load_table,
     phase_table,
     rows,
+    sessions_line,
+    turns_table,
 )
 
 __all__ = ["html_page", "html_table", "recommendations_html", "write_html"]
@@ -94,8 +96,14 @@ def write_html(
         recommendations_html(recommendations),
         "<h2>Per step</h2>",
         html_table(([c[0] for c in COLUMNS], rows(summary))),
-        "<h2>Charts</h2>",
     ]
+    if summary.sessions is not None:
+        sections += [
+            "<h2>TTFT by turn (multi-turn sessions)</h2>",
+            f"<p>{html.escape(sessions_line(summary) or '')}</p>",
+            html_table(turns_table(summary)),
+        ]
+    sections.append("<h2>Charts</h2>")
     after = [
         "<h2>Latency percentiles over all measured windows</h2>",
         html_table(latency_table(summary)),

@@ -26,7 +26,9 @@ from ramplab.results.tables import (
     load_table,
     phase_table,
     rows,
+    sessions_line,
     totals_table,
+    turns_table,
 )
 
 __all__ = ["RunMeta", "markdown_table", "recommendation_lines", "render_markdown"]
@@ -114,6 +116,8 @@ def render_markdown(
         parts.append("- summary rebuilt from requests.jsonl (the run did not write one)")
     parts += ["", "## Recommendations", "", *recommendation_lines(recommendations)]
     parts += ["## Per step", "", markdown_table([c[0] for c in COLUMNS], rows(summary)), ""]
+    parts += _section("TTFT by turn (multi-turn sessions)", turns_table(summary),
+                      sessions_line(summary) or "")  # fmt: skip
     parts += _section(
         "Latency percentiles over all measured windows",
         latency_table(summary),

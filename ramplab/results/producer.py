@@ -25,6 +25,7 @@ from ramplab.load.outage import RECOVERY_THRESHOLD, RECOVERY_WINDOW_S, Outage
 from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import RequestRecord
+from ramplab.results.sessions import sessions_summary
 from ramplab.results.slo import Gate, RequestSlo, evaluate_gates
 from ramplab.results.steps import count_measured, group_measured, measure, recovery_time_s
 from ramplab.results.summary import (
@@ -137,6 +138,11 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
         workers=_epochs(facts.workers),
         retry=facts.retry,
         outage=_outage(records, facts),
+        sessions=sessions_summary(
+            [r for g in groups for r in g],
+            window,
+            sum(facts.scheduled) if facts.scheduled is not None else None,
+        ),
         clocks=dict(facts.clocks) if facts.clocks is not None else None,
         rebuilt=facts.rebuilt,
         stopped_at_s=facts.stopped_at_s,

@@ -23,7 +23,7 @@ from ramplab.results.htmlreport import write_html
 from ramplab.results.mdreport import RunMeta, render_markdown
 from ramplab.results.recommend import recommend, write_recommendations
 from ramplab.results.summary import GateVerdict, RunSummary
-from ramplab.results.tables import COLUMNS, gate_rows, rows
+from ramplab.results.tables import COLUMNS, gate_rows, rows, sessions_line
 
 __all__ = [
     "COLUMNS",
@@ -54,10 +54,13 @@ def print_steps(summary: RunSummary, console: Console, title: str = "per-step su
     """The per-step table; on a narrow terminal as two tables (load, then latencies)."""
     if console.width >= WIDE:
         console.print(steps_table(summary, title))
-        return
-    split = next(i for i, column in enumerate(COLUMNS) if column[0].startswith("TTFT"))
-    console.print(steps_table(summary, f"{title}: load", COLUMNS[:split]))
-    console.print(steps_table(summary, f"{title}: latency", (*COLUMNS[:2], *COLUMNS[split:])))
+    else:
+        split = next(i for i, column in enumerate(COLUMNS) if column[0].startswith("TTFT"))
+        console.print(steps_table(summary, f"{title}: load", COLUMNS[:split]))
+        console.print(steps_table(summary, f"{title}: latency", (*COLUMNS[:2], *COLUMNS[split:])))
+    line = sessions_line(summary)
+    if line is not None:
+        console.print(line, highlight=False)
 
 
 def write_report(run_dir: Path, summary: RunSummary, gates: Sequence[GateVerdict] = ()) -> Path:

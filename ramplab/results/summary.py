@@ -7,6 +7,8 @@
     │   ├── by_worker: WorkerCounts
     │   └── ttft_ms, ...: Percentiles
     ├── outage: OutageSummary   with --ramplab-outage
+    ├── sessions: SessionsSummary   multi-turn sessions (--session-turns > 1)
+    │   └── turns: TurnStats        TTFT and prompt length by turn
     ├── clocks: ClockOffset     per worker of a distributed run (``ramplab/plugin/clock.py``)
     └── gates: GateVerdict      every gate of the run, evaluated once by the producer
 
@@ -37,7 +39,9 @@ __all__ = [
     "OutageSummary",
     "Percentiles",
     "RunSummary",
+    "SessionsSummary",
     "StepStats",
+    "TurnStats",
     "WorkerCounts",
 ]
 
@@ -136,6 +140,26 @@ class OutageSummary(_Frozen):
     recovery_s: float | None
 
 
+class TurnStats(_Frozen):
+    """The requests of one turn index across the run's sessions (1 = each session's first)."""
+
+    turn: int
+    requests: int
+    ok: int
+    ttft_ms: Percentiles
+    prompt_tokens: Percentiles
+    cached_tokens: Percentiles
+
+
+class SessionsSummary(_Frozen):
+    """Multi-turn sessions: the rate of sessions (the schedule's arrivals) and each turn's TTFT."""
+
+    sessions: int
+    offered_sessions_per_s: float | None
+    achieved_sessions_per_s: float
+    turns: tuple[TurnStats, ...]
+
+
 class ClockOffset(_Frozen):
     """A worker's wall clock minus the master's: the true offset lies within
     ``offset_ms ± uncertainty_ms`` (half the narrowest probe's round trip)."""
@@ -171,6 +195,7 @@ class RunSummary(Figures):
     workers: tuple[tuple[float, tuple[str, ...]], ...] | None = None
     retry: Any = None
     outage: OutageSummary | None = None
+    sessions: SessionsSummary | None = None
     clocks: dict[str, ClockOffset] | None = None
     gates: tuple[GateVerdict, ...] = ()
     rebuilt: bool = False

@@ -124,6 +124,35 @@ def step_latency_table(summary: RunSummary, field: str) -> Table:
     return headers, body
 
 
+def turns_table(summary: RunSummary) -> Table:
+    """Multi-turn sessions: per turn index, requests, prompt tokens and TTFT (empty without)."""
+    sessions = summary.sessions
+    headers = ["turn", "requests", "ok", "prompt tokens p50", "cached p50", "TTFT p50",
+               "TTFT p90", "TTFT p99"]  # fmt: skip
+    if sessions is None:
+        return headers, []
+    body = [
+        [str(t.turn), str(t.requests), str(t.ok), _ms(t.prompt_tokens.p50, 0),
+         _ms(t.cached_tokens.p50, 0), _ms(t.ttft_ms.p50), _ms(t.ttft_ms.p90), _ms(t.ttft_ms.p99)]
+        for t in sessions.turns
+    ]  # fmt: skip
+    return headers, body
+
+
+def sessions_line(summary: RunSummary) -> str | None:
+    """One sentence on the rate of sessions (the steps' QPS count requests, turns included)."""
+    sessions = summary.sessions
+    if sessions is None:
+        return None
+    offered = sessions.offered_sessions_per_s
+    return (
+        f"Sessions: {sessions.sessions} started in the measured windows, "
+        f"{sessions.achieved_sessions_per_s:.3g}/s achieved"
+        + (f" of {offered:.3g}/s offered" if offered is not None else "")
+        + "; a step's target QPS is sessions/s, its achieved QPS requests/s (every turn)."
+    )
+
+
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f} %"
 

@@ -35,8 +35,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ramplab.errors import UsageError
 from ramplab.experiment.search import SearchSpec
+from ramplab.load.arrivals.trace import trace_shape
 from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, parse_duration, shape_from_dict
+from ramplab.load.trace import parse_trace_spec, trace_spec
 from ramplab.measure.workload import normalise_rules
 from ramplab.options import schema
 from ramplab.results.slo import parse_gates
@@ -89,6 +91,14 @@ class Auth(_Strict):
     token_path: str = _default("workload.auth.token_path")
 
 
+class Sessions(_Strict):
+    """Multi-turn sessions (``--session-*``): each arrival is a conversation of ``turns``."""
+
+    turns: int = _default("workload.sessions.turns")
+    think_time: str | float = _default("workload.sessions.think_time")
+    affinity_header: str | None = _default("workload.sessions.affinity_header")
+
+
 class Workload(_Strict):
     """What each request asks for and how the client sends it: the streaming user's options."""
 
@@ -114,6 +124,7 @@ class Workload(_Strict):
     connect_timeout_s: float = _default("workload.connect_timeout_s")
     read_timeout_s: float = _default("workload.read_timeout_s")
     auth: Auth = Auth()
+    sessions: Sessions = Sessions()
     verify_tls: bool = _default("workload.verify_tls")
     ca_file: Path | None = Field(
         default_factory=lambda: schema.campaign_default("workload.ca_file"), strict=False
@@ -148,6 +159,23 @@ class Workload(_Strict):
         except UsageError as exc:
             raise ValueError(_reason(exc)) from None
         return value
+
+
+class TraceReplay(_Strict):
+    """A trace replayed as the schedule (``--ramplab-trace*``); with a file, no shape is given."""
+
+    file: Path | None = Field(  # YAML gives a str
+        default_factory=lambda: schema.campaign_default("trace.file"), strict=False
+    )
+    speed: float = _default("trace.speed")
+    loop: int = _default("trace.loop")
+    limit: int = _default("trace.limit")
+
+    def spec(self) -> str | None:
+        """The arrivals spec every Locust process builds from the flags; None without a file."""
+        if self.file is None:
+            return None
+        return trace_spec(self.file, self.speed, self.loop, self.limit)
 
 
 class Step(_Strict):
@@ -229,6 +257,7 @@ class Campaign(_Strict):
     workload: Workload = Workload()
     stack: StackSettings = StackSettings()
     target: TargetSettings = TargetSettings()
+    trace: TraceReplay = TraceReplay()
     # The max-rate search (``ramplab search``); with it, shape and steps may be left out.
     search: SearchSpec | None = None
 
@@ -242,6 +271,11 @@ class Campaign(_Strict):
     @property
     def load_shape(self) -> Shape:
         return _shape(self)
+
+    @property
+    def arrival_spec(self) -> str:
+        """What the Locust processes schedule by: the trace replay's spec, else ``arrivals``."""
+        return self.trace.spec() or self.arrivals
 
     def shape_text(self) -> str:
         """The shape in the compact syntax every Locust process parses (``--ramplab-shape``)."""
@@ -279,6 +313,12 @@ def _flatten(value: Mapping[str, Any], prefix: str, out: dict[str, str]) -> None
 
 
 def _shape(campaign: Campaign) -> Shape:
+    replay = campaign.trace.spec()
+    if replay is not None and campaign.shape is None and campaign.steps is None:
+        try:
+            return trace_shape(parse_trace_spec(replay, "trace.file"))
+        except UsageError as exc:
+            raise CampaignError("trace.file", _reason(exc)) from None
     try:
         if campaign.steps is None:
             if campaign.shape is None:
@@ -336,12 +376,21 @@ def parse_campaign(data: object, source: str = "campaign") -> Campaign:
         raise CampaignError(_location(first["loc"]), first["msg"]) from None
     if campaign.shape is not None and campaign.steps is not None:
         raise CampaignError("shape", "give exactly one of 'shape' or 'steps'")
+    replaying = campaign.trace.file is not None
+    if replaying and (campaign.shape is not None or campaign.steps is not None):
+        raise CampaignError("trace.file", "a trace replay takes its shape from the trace: "
+                            "leave out 'shape' and 'steps'")  # fmt: skip
+    if replaying and campaign.mode == "closed":
+        raise CampaignError("mode", "a trace replay is an open-loop schedule: use open")
+    if campaign.workload.sessions.turns > 1 and (replaying or campaign.mode == "closed"):
+        why = "a trace replay sends single requests" if replaying else "sessions arrive open-loop"
+        raise CampaignError("workload.sessions.turns", why)
     if campaign.search is not None:
         try:
             campaign.search.check("search")
         except UsageError as exc:
             raise CampaignError(exc.field, _reason(exc)) from None
-    if campaign.shape is None and campaign.steps is None:
+    if campaign.shape is None and campaign.steps is None and not replaying:
         if campaign.search is None:
             raise CampaignError("shape", "give exactly one of 'shape' or 'steps'")
         # A search campaign: each probe gets its own shape; validate the options on one.
@@ -350,12 +399,15 @@ def parse_campaign(data: object, source: str = "campaign") -> Campaign:
         searching_only = True
     else:
         searching_only = False
-    campaign.load_shape  # noqa: B018 - validates the shape now, naming the field
+    if not replaying:  # a trace's path is resolved (load_campaign) before it is read
+        campaign.load_shape  # noqa: B018 - validates the shape now, naming the field
     try:
         for opt in schema.campaign_options():
+            if opt.campaign == "shape":
+                continue  # validated above (a trace's, once its path is resolved)
             # The option's own check, on the field's path: what validates here starts there.
             given = campaign.value_at(opt.campaign or "")
-            if opt.campaign != "shape" and given is not None:
+            if given is not None:
                 opt.kind.check(given, opt.campaign or "")
         parse_gates(campaign.gates, field="gates")
     except UsageError as exc:
@@ -389,6 +441,10 @@ def resolve_files(campaign: Campaign, base_dir: Path) -> Campaign:
         for name in ("prompts_file", "ca_file", "dataset")
         if (given := getattr(campaign.workload, name)) is not None and not given.is_absolute()
     }
+    trace = campaign.trace.file
+    if trace is not None and not trace.is_absolute():
+        replay = campaign.trace.model_copy(update={"file": base_dir / trace})
+        campaign = campaign.model_copy(update={"trace": replay})
     if not files:
         return campaign
     workload = campaign.workload.model_copy(update=files)
@@ -397,5 +453,7 @@ def resolve_files(campaign: Campaign, base_dir: Path) -> Campaign:
 
 def load_campaign(path: Path) -> Campaign:
     """Read and validate a campaign file; every failure is a ``CampaignError``."""
-    campaign = parse_campaign(read_campaign_data(path), str(path))
-    return resolve_files(campaign, Path(path).parent)
+    campaign = resolve_files(parse_campaign(read_campaign_data(path), str(path)), Path(path).parent)
+    if campaign.trace.file is not None:
+        campaign.load_shape  # noqa: B018 - a trace is read now that its path is resolved
+    return campaign

@@ -87,14 +87,14 @@ def rebuild_facts(
     counts = EngineCounts(dispatched, dropped) if dispatched and dropped else None
     scheduled = None
     if campaign.mode == "open":
-        scheduled = scheduled_counts(plan, campaign.arrivals, campaign.seed, shape)
+        scheduled = scheduled_counts(plan, campaign.arrival_spec, campaign.seed, shape)
     retry = campaign.retry.strip() if isinstance(campaign.retry, str) else campaign.retry
     return RunFacts(
         shape=shape,
         run_start=float(progress["run_start"]),
         mode=campaign.mode,
         shape_text=campaign.shape_text(),
-        arrivals=campaign.arrivals,
+        arrivals=campaign.arrival_spec,
         seed=campaign.seed,
         retry=retry,
         slo=parse_request_slo(campaign.slo),

@@ -8,13 +8,16 @@ option to change.
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ramplab.errors import UsageError
-from ramplab.stack.campaign import NAME_RULE, is_valid_name
+import yaml
 
-__all__ = ["new_results_dir"]
+from ramplab.errors import UsageError
+from ramplab.stack.campaign import NAME_RULE, Campaign, is_valid_name
+
+__all__ = ["keep_trace", "new_results_dir"]
 
 
 def new_results_dir(
@@ -33,3 +36,23 @@ def new_results_dir(
     except OSError as exc:
         raise UsageError("--results-dir", f"{results_dir}: {exc.strerror}") from None
     return directory
+
+
+def keep_trace(run_dir: Path, campaign: Campaign, campaign_text: str) -> Path | None:
+    """Copy a replayed trace into ``run_dir`` where the saved ``campaign.yaml`` names it.
+
+    The saved campaign's relative paths count from the run directory, so without the copy a
+    summary rebuilt after an interrupted replay (``rebuild.py``) could not rebuild its schedule;
+    with it, the results also carry the trace they replayed. A path that would leave the run
+    directory (``../x``) or an absolute one is left as it is."""
+    source = campaign.trace.file
+    data = yaml.safe_load(campaign_text)
+    given = data.get("trace", {}).get("file") if isinstance(data, dict) else None
+    if source is None or not isinstance(given, str) or Path(given).is_absolute():
+        return None
+    target = (run_dir / given).resolve()
+    if not target.is_relative_to(run_dir.resolve()):
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    return target

@@ -41,7 +41,7 @@ from ramplab.stack.monitoring import Monitoring, find_prometheus, loopback_addre
 from ramplab.stack.process import free_port
 from ramplab.stack.progress import LiveProgress
 from ramplab.stack.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
-from ramplab.stack.resultsdir import new_results_dir
+from ramplab.stack.resultsdir import keep_trace, new_results_dir
 
 __all__ = ["RunRequest", "execute"]
 
@@ -195,6 +195,7 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
     run_dir = new_results_dir(request.results_dir, request.run_name, request.campaign.name)
     (run_dir / "logs").mkdir()
     (run_dir / CAMPAIGN_FILE).write_text(request.campaign_text, encoding="utf-8")
+    keep_trace(run_dir, request.campaign, request.campaign_text)
     config = _stack_config(request, run_dir, gates)
     monitoring = _monitoring(request, run_dir, config, prometheus_bin)
     meta = _start_meta(request, config, monitoring, run_dir, console)

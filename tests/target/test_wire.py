@@ -210,3 +210,24 @@ def test_health_and_readiness(fast_target: TargetProcess) -> None:
     ready = httpx.get(fast_target.url + "/readyz")
     assert ready.status_code == 200
     assert ready.json() == {"status": "ready", "redis": "ok"}
+
+
+def test_history_counts_every_message_and_the_session_header_is_echoed(
+    fast_target: TargetProcess,
+) -> None:
+    """A session's later turn: every message's text counts into the prompt, answers included."""
+
+    def prompt_tokens(messages: list[dict[str, str]], headers: dict[str, str]) -> httpx.Response:
+        body = {"model": MODEL, "messages": messages, "max_tokens": 1}
+        return httpx.post(
+            fast_target.url + "/v1/chat/completions", json=body, headers=headers, timeout=10
+        )
+
+    first = [{"role": "user", "content": "time data load"}]  # 3 tokens
+    later = [*first, {"role": "assistant", "content": " kalo mi"}, *first]  # + 2 + 3
+    one = prompt_tokens(first, {"x-session-id": "abc123"})
+    two = prompt_tokens(later, {})
+    assert one.json()["usage"]["prompt_tokens"] == 3
+    assert two.json()["usage"]["prompt_tokens"] == 8
+    assert one.headers["x-session-id"] == "abc123"
+    assert "x-session-id" not in two.headers

@@ -19,6 +19,7 @@ from ramplab.load.arrivals.base import ArrivalProcess
 from ramplab.load.arrivals.constant import ConstantArrivals
 from ramplab.load.arrivals.gamma import GammaArrivals
 from ramplab.load.arrivals.poisson import PoissonArrivals
+from ramplab.load.arrivals.trace import TraceArrivals
 from ramplab.load.shapes import Shape
 
 
@@ -38,6 +39,9 @@ class Schedule:
 
 def build_schedule(shape: Shape, process: ArrivalProcess, seed: int) -> Schedule:
     """The global schedule of ``shape`` under ``process``, reproducible from ``seed``."""
+    if isinstance(process, TraceArrivals):  # the trace is the whole run's timeline, not a stage's
+        offsets = process.schedule_offsets(shape)
+        return Schedule(offsets, shape.stage_indices(offsets))
     parts: list[NDArray[np.float64]] = []
     stages: list[NDArray[np.intp]] = []
     for st in shape.stages:
@@ -52,7 +56,10 @@ def build_schedule(shape: Shape, process: ArrivalProcess, seed: int) -> Schedule
 
 
 def make_process(spec: str, field: str = "arrivals") -> ArrivalProcess:
-    """``"constant"``, ``"poisson"``, ``"gamma"`` (burstiness 1) or ``"gamma:0.5"``."""
+    """``"constant"``, ``"poisson"``, ``"gamma"`` (burstiness 1), ``"gamma:0.5"``, or a replayed
+    trace, ``"trace:SPEED:LOOP:LIMIT:PATH"`` (``ramplab.load.trace.trace_spec`` writes it)."""
+    if spec.startswith("trace:"):
+        return TraceArrivals.from_spec(spec, field)
     name, _, arg = spec.strip().lower().partition(":")
     if name == "constant" and not arg:
         return ConstantArrivals()

@@ -27,6 +27,12 @@ RAMP = ["-f", "locustfiles/llm_ramp.py", "--ramplab-shape", "1@1s"]
         ([*STREAM, "--auth", "api-key"], {}, "--api-key"),  # the plugin
         ([*RAMP, "--ramplab-retry", '{"policy": 1}'], {}, "--ramplab-retry"),
         ([*RAMP, "--ramplab-outage", "5s+3s"], {}, "--ramplab-admin-token"),
+        ([*STREAM, "--session-turns", "3"], {}, "--session-turns"),  # sessions need the ramp
+        (
+            ["-f", "locustfiles/llm_ramp.py", "--ramplab-trace", "no/such.jsonl"],
+            {},
+            "--ramplab-trace",
+        ),
     ],
 )
 def test_a_bad_option_exits_2_naming_it(args: list[str], env: dict[str, str], flag: str) -> None:

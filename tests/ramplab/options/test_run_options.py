@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -41,3 +42,52 @@ def test_absent_options_take_the_documented_defaults() -> None:
         1.5,
         30.0,
     )
+
+
+def test_a_session_holds_its_user_for_every_turn_in_the_sizing_prior() -> None:
+    # 1 s + 10 tokens x 50 ms per request, 3 turns, 2 think times of mean 2 s.
+    options = from_options(
+        SimpleNamespace(
+            ramplab_shape="1@2s", max_tokens=10, session_turns=3, session_think_time="exponential:2"
+        )
+    )
+    assert options.duration_prior_s == pytest.approx(3 * 1.5 + 2 * 2.0)
+
+
+@pytest.mark.parametrize(
+    ("more", "flag", "says"),
+    [
+        ({"ramplab_mode": "closed", "ramplab_shape": "1@2s"}, "--session-turns", "open-loop"),
+        ({"ramplab_trace": "TRACE"}, "--session-turns", "single requests"),
+    ],
+)
+def test_sessions_need_the_open_loop_and_no_trace(
+    tmp_path: Path, more: dict[str, str], flag: str, says: str
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 3, "output_length": 2}\n')
+    more = {k: (str(trace) if v == "TRACE" else v) for k, v in more.items()}
+    with pytest.raises(UsageError, match=says) as caught:
+        from_options(SimpleNamespace(session_turns=2, **more))
+    assert caught.value.field == flag
+
+
+def test_a_trace_replay_brings_its_shape_and_refuses_another(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(
+        f'{{"timestamp": {ms}, "input_length": 3, "output_length": 2}}\n' for ms in (0, 1000, 2000)
+    ))  # fmt: skip
+    options = from_options(SimpleNamespace(ramplab_trace=str(trace), ramplab_trace_speed=2.0))
+    assert options.arrivals.startswith("trace:2.0:1:0:")
+    assert options.shape is not None
+    (stage,) = options.shape.stages
+    assert (stage.duration_s, stage.rate) == (1.5, 2.0)
+    with pytest.raises(UsageError, match="takes its shape from the trace") as caught:
+        from_options(SimpleNamespace(ramplab_trace=str(trace), ramplab_shape="1@2s"))
+    assert caught.value.field == "--ramplab-shape"
+    with pytest.raises(UsageError, match="open-loop") as caught:
+        from_options(SimpleNamespace(ramplab_trace=str(trace), ramplab_mode="closed"))
+    assert caught.value.field == "--ramplab-mode"
+    with pytest.raises(UsageError, match="No such file") as caught:
+        from_options(SimpleNamespace(ramplab_trace=str(tmp_path / "nope.jsonl")))
+    assert caught.value.field == "--ramplab-trace"

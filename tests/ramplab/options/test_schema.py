@@ -19,9 +19,17 @@ from ramplab.options.__main__ import main as reference_main
 from ramplab.options.settings import MetricsSettings, UserSettings
 from ramplab.results.slo import parse_gates, parse_request_slo
 from ramplab.retry.config import parse_retry
-from ramplab.stack.campaign import Auth, Workload, parse_campaign
+from ramplab.stack.campaign import Auth, Sessions, Workload, parse_campaign
 
 SHAPE = "1@2s"
+TRACE = "".join(
+    f'{{"timestamp": {i * 500}, "input_length": 5, "output_length": 3}}\n' for i in range(4)
+)
+# A trace replay takes its shape from the trace and sends single requests: its options round-trip
+# in a campaign of their own.
+REPLAY = {"trace.file", "trace.speed", "trace.loop", "trace.limit"}
+# Sessions arrive open-loop, and the samples run a closed loop: sessions round-trip alone too.
+SESSIONS = {"workload.sessions.turns"}
 
 
 def parser() -> configargparse.ArgumentParser:
@@ -48,6 +56,7 @@ def campaign_samples(tmp_path: Path) -> dict[str, Any]:
     """A value other than the default for every option a campaign sets."""
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "hi"}\n')
     (tmp_path / "ca.pem").write_text("not read here\n")
+    (tmp_path / "trace.jsonl").write_text(TRACE)
     (tmp_path / "chats.jsonl").write_text("not read here either\n")
     return {
         "workload.model": "m1",
@@ -84,6 +93,9 @@ def campaign_samples(tmp_path: Path) -> dict[str, Any]:
         "workload.verify_signature": True,
         "workload.verify_text": True,
         "workload.jwks_path": "/keys",
+        "workload.sessions.turns": 3,
+        "workload.sessions.think_time": "exponential:1.5",
+        "workload.sessions.affinity_header": "x-conversation",
         "workload.dataset": tmp_path / "chats.jsonl",
         "workload.dataset_format": "sharegpt",
         "workload.dataset_tokenizer": "cl100k_base",
@@ -105,6 +117,10 @@ def campaign_samples(tmp_path: Path) -> dict[str, Any]:
         "slo": {"ttft_ms": 500.0, "tpot_ms": 25.5},
         "drain_s": 0.0,
         "outage": "5s+3s",
+        "trace.file": tmp_path / "trace.jsonl",
+        "trace.speed": 2.0,
+        "trace.loop": 2,
+        "trace.limit": 7,
     }
 
 
@@ -147,9 +163,12 @@ def test_the_samples_cover_every_option(tmp_path: Path) -> None:
 
 def test_every_campaign_option_round_trips_to_the_settings(tmp_path: Path) -> None:
     samples = campaign_samples(tmp_path)
+    replay = {path: samples.pop(path) for path in REPLAY}
+    sessions = {path: samples.pop(path) for path in SESSIONS}
     campaign = parse_campaign(nested(samples))
+    samples |= {path: schema.campaign_default(path) for path in REPLAY | SESSIONS}
     for opt in schema.campaign_options():
-        if opt.campaign != "shape":
+        if opt.campaign not in REPLAY | SESSIONS | {"shape"}:
             assert campaign.value_at(opt.campaign or "") != opt.default, opt.campaign
     args, env = campaign.locust_args(), campaign.locust_env()
     env["RAMPLAB_ADMIN_TOKEN"] = "admin"  # an outage needs it; the stack sets it (stack/run.py)
@@ -174,6 +193,24 @@ def test_every_campaign_option_round_trips_to_the_settings(tmp_path: Path) -> No
     assert run.shape is not None
     assert run.shape.stages == campaign.load_shape.stages
     assert run.retry_spec == samples["retry"]
+
+    alone = parse_campaign({"shape": SHAPE, **nested(sessions)})
+    assert facade.user_settings(parse(alone.locust_args())).session_turns == 3
+
+    replayed = parse_campaign(nested(replay))
+    run = facade.run_options(parse(replayed.locust_args()))
+    assert (run.trace, run.trace_speed, run.trace_loop, run.trace_limit) == (
+        replay["trace.file"],
+        2.0,
+        2,
+        7,
+    )
+    assert run.arrivals == replayed.arrival_spec
+    assert run.shape is not None
+    assert run.shape.stages == replayed.load_shape.stages
+    # 4 rows 0.5 s apart, looped twice (period 2 s), 7 kept, twice as fast: 7 over 1.75 s.
+    (stage,) = run.shape.stages
+    assert (stage.duration_s, stage.rate) == (1.75, 4.0)
 
 
 @pytest.mark.parametrize("flag", sorted(FLAG_SAMPLES))
@@ -214,11 +251,12 @@ def test_environment_variable_names_stay_what_compose_files_use() -> None:
         "NEEDLE",
         "CLIENT_ID", "CLIENT_SECRET", "TOKEN_PATH", "INSECURE", "CA_FILE", "NO_DNS_CACHE",
         "RESOLVER", "NEW_CONNECTION", "HTTP2", "H2_WINDOW", "RESULTS_DIR", "WORKLOAD_SEED",
-        "VERIFY_SIGNATURE",
+        "VERIFY_SIGNATURE", "SESSION_TURNS", "SESSION_THINK_TIME", "SESSION_HEADER",
         "VERIFY_TEXT", "JWKS_PATH", "METRICS_PORT", "METRICS_HOST", "MASTER_METRICS_PORT",
         "METRICS_LINGER", "RUN_ID", "SCENARIO", "SHAPE", "MODE", "ARRIVALS", "SEED", "OVERFLOW",
         "MAX_USERS", "HEADROOM", "DURATION_PRIOR", "RETRY", "SLO", "GATE", "OUTAGE", "ADMIN_TOKEN",
         "DRAIN", "MASTER_TIMEOUT", "OTLP_ENDPOINT", "OTLP_SERVICE_NAME", "TRACE_SAMPLE_RATIO",
+        "TRACE", "TRACE_SPEED", "TRACE_LOOP", "TRACE_LIMIT",
         "DATASET", "DATASET_FORMAT", "DATASET_TOKENIZER", "DATASET_SEED", "DATASET_SAMPLE",
         "DATASET_PROMPT_TOKENS", "DATASET_OUTPUT_TOKENS", "OUTPUT_LENGTHS", "SHARED_PREFIX",
         "PREFIX_SALT",
@@ -250,8 +288,10 @@ def test_campaign_defaults_are_the_schemas() -> None:
         if opt.campaign != "shape":
             assert campaign.value_at(opt.campaign or "") == opt.default, opt.campaign
     # and every field of the workload sets an option (none is read by hand elsewhere)
-    fields = {f"workload.{name}" for name in Workload.model_fields if name != "auth"}
+    fields = {f"workload.{name}" for name in Workload.model_fields}
+    fields -= {"workload.auth", "workload.sessions"}
     fields |= {f"workload.auth.{name}" for name in Auth.model_fields}
+    fields |= {f"workload.sessions.{name}" for name in Sessions.model_fields}
     assert fields == {
         o.campaign for o in schema.campaign_options() if "workload." in str(o.campaign)
     }
@@ -303,6 +343,12 @@ BAD: dict[str, str] = {
     "--ramplab-drain": "-1",
     "--resolver": "127.0.0.1",
     "--h2-window": "0",
+    "--session-turns": "0",
+    "--session-think-time": "uniform:3-1",
+    "--session-header": "x session",
+    "--ramplab-trace-speed": "0",
+    "--ramplab-trace-loop": "0",
+    "--ramplab-trace-limit": "-1",
     "--master-timeout": "0",
     "--otlp-endpoint": "jaeger:4318",
     "--otlp-service-name": " ",
@@ -326,6 +372,7 @@ def test_every_checked_option_has_a_bad_value() -> None:
     assert free_text == {
         "--model", "--prompts-file", "--api-key", "--client-id", "--client-secret", "--ca-file",
         "--results-dir", "--scenario", "--ramplab-admin-token", "--dataset", "--prefix-salt",
+        "--ramplab-trace",
         "--normalise", "--tokenizer",  # checked when the workload loads (rules, tokenizer files)
     }  # fmt: skip
 

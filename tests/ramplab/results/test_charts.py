@@ -169,3 +169,18 @@ def test_write_report_writes_all_three_files_and_is_reproducible(tmp_path: Path)
     assert html.count('class="plotly-graph-div"') == len(KEYS)
     write_report(tmp_path, summary)
     assert (tmp_path / "report.md").read_text(encoding="utf-8") == md
+
+
+def test_ttft_by_turn_appears_only_with_sessions() -> None:
+    records = [
+        rec(0, 2 * s + t - 1, 20, session_id=f"s{s}", turn=t, ttft_ms=10.0 * t)
+        for s in range(10)
+        for t in (1, 2)
+    ]
+    session_run = LabelledRun("sessions", *Run((2,), [records]).evidence())
+    keys = [c.key for c in run_charts([session_run])]
+    assert keys == [*KEYS[:5], "ttft_by_turn", *KEYS[5:]]
+    chart = next(c for c in run_charts([session_run]) if c.key == "ttft_by_turn").figure
+    p50 = next(t for t in chart.data if t.name == "p50")
+    assert (tuple(p50.x), tuple(p50.y)) == ((1.0, 2.0), (10.0, 20.0))
+    assert "ttft_by_turn" not in [c.key for c in run_charts(two_runs())]

@@ -12,7 +12,9 @@ from ramplab.results.summary import (
     OutageSummary,
     Percentiles,
     RunSummary,
+    SessionsSummary,
     StepStats,
+    TurnStats,
     WorkerCounts,
 )
 from tests.support.processes import REPO
@@ -24,6 +26,8 @@ TYPES: tuple[type[BaseModel], ...] = (
     WorkerCounts,
     OutageSummary,
     GateVerdict,
+    SessionsSummary,
+    TurnStats,
     ClockOffset,
 )
 

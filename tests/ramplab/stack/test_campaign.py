@@ -12,9 +12,11 @@ import yaml
 from ramplab.errors import UsageError
 from ramplab.experiment.matrix import load_experiment
 from ramplab.load.shapes import parse_shape
+from ramplab.load.trace import trace_spec
 from ramplab.stack.campaign import CampaignError, load_campaign, parse_campaign
 from ramplab.stack.preflight import check_campaign
 from ramplab.stack.rebuild import truncated
+from ramplab.stack.resultsdir import keep_trace
 from tests.support.processes import REPO
 
 SHAPE = {"kind": "stepped", "rates": [1, 2], "hold": "4s", "warmup": "1s"}
@@ -174,6 +176,65 @@ def test_a_relative_prompts_file_is_relative_to_the_campaign(tmp_path: Path) -> 
     campaign = load_campaign(path)
     assert campaign.workload.prompts_file == tmp_path / "sub" / "prompts.jsonl"
     assert str(tmp_path / "sub" / "prompts.jsonl") in campaign.locust_args()
+
+
+def test_a_trace_campaign_takes_its_shape_from_the_trace(tmp_path: Path) -> None:
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "t.jsonl").write_text("".join(
+        f'{{"timestamp": {ms}, "input_length": 3, "output_length": 2}}\n' for ms in (0, 500, 1000)
+    ))  # fmt: skip
+    path = tmp_path / "c.yaml"
+    path.write_text("name: c\ntrace: {file: traces/t.jsonl, speed: 2}\n")
+    campaign = load_campaign(path)
+    assert campaign.trace.file == tmp_path / "traces" / "t.jsonl"  # from the campaign's folder
+    (stage,) = campaign.load_shape.stages
+    assert (stage.duration_s, stage.rate) == (0.75, 4.0)
+    assert campaign.arrival_spec.startswith("trace:2.0:1:0:")
+    assert "--ramplab-trace" in campaign.locust_args()
+    path.write_text("name: c\ntrace: {file: traces/missing.jsonl}\n")
+    with pytest.raises(CampaignError, match="No such file") as caught:
+        load_campaign(path)
+    assert caught.value.field == "trace.file"
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"trace": {"file": "t.jsonl"}, "shape": "1@2s"}, "trace.file"),
+        ({"trace": {"file": "t.jsonl", "speed": 0}}, "trace.speed"),
+        ({"trace": {"file": "t.jsonl"}, "mode": "closed"}, "mode"),
+        ({"shape": "1@2s", "mode": "closed", "workload": {"sessions": {"turns": 2}}},
+         "workload.sessions.turns"),
+        ({"shape": "1@2s", "workload": {"sessions": {"think_time": "normal:1"}}},
+         "workload.sessions.think_time"),
+        ({"shape": "1@2s", "workload": {"sessions": {"turns": 0}}}, "workload.sessions.turns"),
+    ],
+)  # fmt: skip
+def test_bad_session_and_trace_fields_are_named(data: dict[str, object], field: str) -> None:
+    assert error_field({"name": "c", **data}) == field
+
+
+def test_a_run_keeps_its_trace_where_the_saved_campaign_finds_it(tmp_path: Path) -> None:
+    """Regression guard: an interrupted replay's summary is rebuilt from the saved campaign,
+    whose relative trace path counts from the run directory."""
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "t.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 3, "output_length": 2}\n'
+    )
+    text = "name: c\ntrace: {file: traces/t.jsonl, speed: 2}\n"
+    (tmp_path / "c.yaml").write_text(text)
+    run_dir = tmp_path / "results" / "c-1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "campaign.yaml").write_text(text)
+    kept = keep_trace(run_dir, load_campaign(tmp_path / "c.yaml"), text)
+    assert kept == (run_dir / "traces" / "t.jsonl").resolve()
+    saved = load_campaign(run_dir / "campaign.yaml")
+    assert saved.arrival_spec == trace_spec(run_dir / "traces" / "t.jsonl", 2.0)
+    escape = "name: c\ntrace: {file: ../../traces/t.jsonl}\n"
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "e.yaml").write_text(escape)
+    assert keep_trace(run_dir, load_campaign(tmp_path / "a" / "b" / "e.yaml"), escape) is None
+    assert keep_trace(run_dir, load_campaign(REPO / "campaigns" / "smoke.yaml"), "name: x") is None
 
 
 @pytest.mark.parametrize(
