@@ -35,6 +35,10 @@ test: $(STAMP) system-deps
 	@# The truth test's GuideLLM venv (bench/peer_env.py; minutes on a cold pip cache) is built
 	@# while the parallel phase runs; the test waits on its lock. Its log: .venv/peer-env.log.
 	@$(BIN)/python -m bench.peer_env guidellm > $(VENV)/peer-env.log 2>&1 &
+	@# Likewise the image of the compose test (tests/ops/test_compose_up.py; minutes when cold),
+	@# as root only, where the test runs. Its log: .venv/image.log.
+	@if [ "$$(id -u)" = 0 ]; then \
+	  (bash scripts/docker-engine.sh && bash scripts/image.sh) > $(VENV)/image.log 2>&1 & fi
 	$(BIN)/python -m pytest -m "not timing" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m timing -n 0 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 

@@ -12,6 +12,11 @@
 # package sources, the files ramplab/data links to, configs/, the base image) is reused as is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One build at a time: `make test` starts one in the background while the parallel phase runs, and
+# the compose test's own call waits here for it, then finds the image current.
+mkdir -p build
+exec 9>build/image.lock
+flock 9
 image=${RAMPLAB_IMAGE:-ramplab:0.1.0}
 base_python=${BASE_PYTHON:-/usr/bin/python3}
 base=$(scripts/base-image.sh)
