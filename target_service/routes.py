@@ -14,7 +14,6 @@ import time
 from urllib.parse import parse_qs
 
 import orjson
-from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -29,6 +28,7 @@ from target_service.errors import (
 )
 from target_service.ratelimit import Decision
 from target_service.runtime import Runtime
+from target_service.sse import StreamResponse
 from target_service.wire import models_body, parse_chat_request
 
 STARTED = int(time.time())
@@ -80,7 +80,7 @@ async def chat_completions(request: Request) -> Response:
         result, timing, signature = await runtime.generator.complete(completion)
         return json_response(result, headers={**headers, **signature, "server-timing": timing})
     stream = runtime.settings.stream
-    return EventSourceResponse(
+    return StreamResponse(
         runtime.generator.stream(completion),
         headers={**headers, "server-timing": completion.server_timing()},
         sep="\n",
