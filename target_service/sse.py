@@ -10,7 +10,8 @@ outcome is sse-starlette's: the send stops at the timeout and ``SendTimeoutError
 response (the generator sees ``GeneratorExit``, counted as ``send_failed``).
 
 It overrides ``_send_with_timeout``, a private method of sse-starlette (3.7, pinned below 4 in
-``pyproject.toml``); ``tests/target/test_sse.py`` and ``test_scheduler.py`` (end to end) check the cut-off.
+``pyproject.toml``); ``tests/target/test_sse.py`` and ``test_scheduler.py`` (end to end) check
+the cut-off.
 """
 
 from __future__ import annotations
