@@ -15,7 +15,6 @@ from urllib.parse import parse_qs
 
 import anyio
 import orjson
-from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -32,6 +31,7 @@ from target_service.openapi import document
 from target_service.ratelimit import Decision
 from target_service.runtime import Runtime
 from target_service.shutdown import SSE_GRACE_S
+from target_service.sse import StreamResponse
 from target_service.wire import models_body, parse_chat_request
 
 STARTED = int(time.time())
@@ -87,7 +87,7 @@ async def chat_completions(request: Request) -> Response:
         return json_response(result, headers={**headers, **signature, "server-timing": timing})
     stream = runtime.settings.stream
     shutdown = anyio.Event()
-    return EventSourceResponse(
+    return StreamResponse(
         runtime.generator.stream(completion, shutdown),
         headers={**headers, "server-timing": completion.server_timing()},
         sep="\n",
