@@ -122,9 +122,14 @@ class MasterEngine:
             plan = self.plan
             if plan is None:
                 continue
+            elapsed = time.time() - plan.start_epoch
+            if elapsed >= self.shape.duration_s:
+                # The schedule is over: workers quitting at the stop leave no arrivals to re-split
+                # (recording them made a finished run look as if a worker had left mid-run).
+                return
             live = self.live_workers()
             if live and live != plan.epochs[-1][1]:
-                change_s = max(0.0, time.time() - plan.start_epoch) + EPOCH_GRACE_S
+                change_s = max(0.0, elapsed) + EPOCH_GRACE_S
                 plan.epochs.append((change_s, live))
                 log.warning("workers now %s: re-split from %.1f s", live, change_s)
                 self.broadcast()
