@@ -221,7 +221,7 @@ def gates_table(verdicts: Sequence[GateVerdict]) -> Table:
     table.add_column("observed", justify="right")
     table.add_column("result")
     table.add_column("detail")
-    style = {"pass": "green", "fail": "red", "invalid": "yellow"}
+    style = {"pass": "green", "fail": "red", "invalid": "yellow", "untrusted": "yellow"}
     for r in verdicts:
         shown = ", ".join(f"{v:g}" if isinstance(v, int | float) else str(v) for _, v in r.observed)
         table.add_row(r.gate, shown, f"[{style[r.status]}]{r.status.upper()}[/]", r.detail)
