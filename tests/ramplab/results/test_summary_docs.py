@@ -14,6 +14,7 @@ from ramplab.results.summary import (
     RunSummary,
     StepStats,
     WorkerCounts,
+    WorkerHealth,
 )
 from tests.support.processes import REPO
 
@@ -25,6 +26,7 @@ TYPES: tuple[type[BaseModel], ...] = (
     OutageSummary,
     GateVerdict,
     ClockOffset,
+    WorkerHealth,
 )
 
 

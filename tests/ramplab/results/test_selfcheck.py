@@ -1,0 +1,137 @@
+"""The generator self-check's rule, on hand-made samples and records through the real producer."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from ramplab.exitcodes import ExitCode
+from ramplab.load.shapes import parse_shape
+from ramplab.results.outcome import exit_code
+from ramplab.results.producer import EngineCounts, RunFacts, summarize
+from ramplab.results.selfcheck import (
+    HealthAccumulator,
+    health_from_reports,
+    judge,
+    lateness_growth_ms,
+)
+from ramplab.results.slo import parse_gates
+from ramplab.results.summary import RunSummary, WorkerHealth
+from tests.ramplab.results.handmade import T0, full, rec
+
+SHAPE = parse_shape("2,8@10s/0s")
+
+
+def health(cpu: float, lag: float = 1.0) -> WorkerHealth:
+    return WorkerHealth(
+        samples=100, cpu_max=cpu, cpu_mean=cpu, loop_lag_max_ms=lag, loop_lag_mean_ms=lag
+    )
+
+
+def test_the_accumulator_files_samples_by_stage_and_skips_warm_ups() -> None:
+    acc = HealthAccumulator(parse_shape("5,10@10s/2s"))  # warm-ups [0, 2) and [10, 12)
+    acc.add_cpu(1.0, 0.99)  # warm-up: not counted
+    acc.add_cpu(3.0, 0.2)
+    acc.add_cpu(5.0, 0.4)
+    acc.add_lag(5.0, 3.0)
+    acc.add_lag(6.0, 1.0)
+    acc.add_cpu(15.0, 0.5)
+    acc.add_lag(25.0, 99.0)  # after the shape: not counted
+    per_stage = health_from_reports({"w1": {"health": acc.report()}}, 2)
+    assert per_stage is not None
+    first, second = per_stage[0]["w1"], per_stage[1]["w1"]
+    assert first.cpu_mean == pytest.approx(0.3)
+    assert first.cpu_max == pytest.approx(0.4)
+    assert first.loop_lag_mean_ms == pytest.approx(2.0)
+    assert first.loop_lag_max_ms == 3.0
+    assert first.samples == 2
+    assert second.cpu_mean == pytest.approx(0.5)
+    assert second.loop_lag_max_ms is None
+    assert second.samples == 0
+
+
+def test_reports_without_a_self_check_give_none() -> None:
+    assert health_from_reports({"w1": {"dispatched": [1]}}, 1) is None
+    assert health_from_reports({}, 1) is None
+
+
+def test_lateness_growth_compares_the_last_third_with_the_first() -> None:
+    stage = SHAPE.stages[0]
+    flat = full(2, 0, lateness_ms=3.0)
+    assert lateness_growth_ms(flat, stage, T0) == pytest.approx(0.0)
+    growing = [rec(0, i, 30, lateness_ms=2.0 * i) for i in range(30)]
+    # thirds hold i = 0..9 and 20..29: p50s 9 and 49 ms
+    assert lateness_growth_ms(growing, stage, T0) == pytest.approx(40.0)
+    few = [rec(0, i, 6, lateness_ms=10.0 * i) for i in range(6)]  # 2 per third: too few
+    assert lateness_growth_ms(few, stage, T0) is None
+    unsent = [replace(r, attempts=0) for r in growing]
+    assert lateness_growth_ms(unsent, stage, T0) is None
+
+
+@pytest.mark.parametrize(
+    ("cpu", "growth", "bound"),
+    [
+        (0.50, None, False),
+        (0.90, 20.0, False),  # both limits are strict
+        (0.91, None, True),
+        (0.50, 20.5, True),
+        (None, 50.0, True),  # a worker that measured no CPU is judged on lateness
+    ],
+)
+def test_the_rule(cpu: float | None, growth: float | None, bound: bool) -> None:
+    h = WorkerHealth(samples=5, cpu_max=cpu, cpu_mean=cpu, loop_lag_max_ms=1.0,
+                     loop_lag_mean_ms=1.0)  # fmt: skip
+    got, reason = judge({"w1": h}, growth)
+    assert got is bound
+    assert (reason is not None) is bound
+
+
+def test_no_self_check_is_null_not_a_guess() -> None:
+    assert judge({}, 500.0) == (None, None)
+    assert judge(None, None) == (None, None)
+
+
+def summary(cpus: tuple[float, float], gates: tuple[str, ...] = ()) -> RunSummary:
+    facts = RunFacts(
+        shape=SHAPE, run_start=T0, mode="open", scheduled=[20, 80],
+        counts=EngineCounts([20, 80], [0, 0]),
+        health=[{"w1": health(cpus[0]), "w2": health(0.1)}, {"w1": health(cpus[1])}],
+        gates=parse_gates(gates),
+    )  # fmt: skip
+    return summarize(full(2, 0) + full(8, 1), facts)
+
+
+def test_a_generator_bound_step_marks_the_run_and_untrusts_its_gates() -> None:
+    s = summary((0.3, 0.97), ("error_ratio <= 0.01", "ttft_ms.p50 > 1000"))
+    assert [st.generator_bound for st in s.steps] == [False, True]
+    assert s.steps[1].generator_reason is not None
+    assert "w1" in s.steps[1].generator_reason
+    assert s.steps[0].generator["w2"].cpu_mean == 0.1
+    assert s.generator_bound is True
+    assert [v.status for v in s.gates] == ["untrusted", "fail"]
+    assert "step 1" in s.gates[0].detail
+    assert exit_code(s) == ExitCode.RUN_FAILED
+    assert RunSummary.from_json(s.to_json()) == s  # round trip through summary.json
+
+
+def test_a_healthy_run_passes() -> None:
+    s = summary((0.3, 0.5), ("error_ratio <= 0.01",))
+    assert s.generator_bound is False
+    assert [v.status for v in s.gates] == ["pass"]
+    assert exit_code(s) == ExitCode.OK
+
+
+def test_a_plain_run_reports_null() -> None:
+    s = summarize([rec(0, i, 40, lateness_ms=5.0 * i) for i in range(40)], RunFacts())
+    assert s.steps[0].generator_bound is None
+    assert s.steps[0].lateness_growth_ms is None
+    assert s.generator_bound is None
+    assert s.steps[0].generator == {}
+
+
+def test_a_ramp_without_self_check_reports_null() -> None:
+    facts = RunFacts(shape=SHAPE, run_start=T0, mode="open")
+    s = summarize([rec(0, i, 30, lateness_ms=2.0 * i) for i in range(30)], facts)
+    assert s.steps[0].lateness_growth_ms == pytest.approx(40.0)  # shown, but not judged
+    assert s.generator_bound is None
