@@ -25,7 +25,7 @@ from ramplab.load.outage import RECOVERY_THRESHOLD, RECOVERY_WINDOW_S, Outage
 from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import RequestRecord
-from ramplab.results.selfcheck import distrust, judge, lateness_growth_ms
+from ramplab.results.selfcheck import judge, lateness_growth_ms
 from ramplab.results.slo import Gate, RequestSlo, evaluate_gates
 from ramplab.results.steps import count_measured, group_measured, measure, recovery_time_s
 from ramplab.results.summary import (
@@ -149,9 +149,6 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
     if not facts.gates:
         return summary
     verdicts = evaluate_gates(facts.gates, summary.to_json())
-    if summary.generator_bound:
-        reasons = [f"step {st.index}: {st.generator_reason}" for st in steps if st.generator_bound]
-        verdicts = distrust(verdicts, "generator-bound: " + "; ".join(reasons))
     return summary.model_copy(update={"gates": verdicts})
 
 

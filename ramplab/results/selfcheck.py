@@ -32,13 +32,14 @@ import numpy as np
 
 from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import RequestRecord
-from ramplab.results.summary import GateVerdict, WorkerHealth
+from ramplab.results.summary import GateVerdict, RunSummary, WorkerHealth
 
 __all__ = [
     "CPU_LIMIT",
     "LATENESS_GROWTH_MS",
     "HealthAccumulator",
     "distrust",
+    "generator_warning",
     "health_from_reports",
     "judge",
     "lateness_growth_ms",
@@ -155,10 +156,34 @@ def judge(
     return (True, "; ".join(reasons)) if reasons else (False, None)
 
 
-def distrust(verdicts: Sequence[GateVerdict], reason: str) -> tuple[GateVerdict, ...]:
-    """Gates of a generator-bound run: a pass becomes ``untrusted`` (the figures it passed on
-    measured the generator); a fail or invalid verdict stays as it is."""
+def distrust(
+    verdicts: Sequence[GateVerdict], summary: Mapping[str, Any]
+) -> tuple[GateVerdict, ...]:
+    """Gates of a generator-bound run (``summary`` in its ``summary.json`` form): a pass becomes
+    ``untrusted`` (the figures it passed on measured the generator); fail and invalid stay."""
+    if summary.get("generator_bound") is not True:
+        return tuple(verdicts)
+    steps = summary.get("steps") or ()
+    reason = "generator-bound: " + "; ".join(
+        f"step {st.get('index')}: {st.get('generator_reason')}"
+        for st in steps
+        if isinstance(st, Mapping) and st.get("generator_bound") is True
+    )
     return tuple(
         v.model_copy(update={"status": "untrusted", "detail": reason}) if v.status == "pass" else v
         for v in verdicts
+    )
+
+
+def generator_warning(summary: RunSummary) -> str | None:
+    """The report's (and the console's) one-line warning for a generator-bound run, else None."""
+    if not summary.generator_bound:
+        return None
+    steps = "; ".join(
+        f"step {st.index}: {st.generator_reason}" for st in summary.steps if st.generator_bound
+    )
+    return (
+        f"WARNING: the load generator was the bottleneck ({steps}). Those figures measured the "
+        "generator, not the target; gates are untrusted and the run exits 4. Add workers or "
+        "lower the load."
     )

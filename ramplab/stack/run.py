@@ -25,11 +25,13 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.results.outcome import exit_code
 from ramplab.results.report import print_steps, write_report
+from ramplab.results.selfcheck import generator_warning
 from ramplab.results.slo import Gate, evaluate_gates, print_gates
 from ramplab.results.summary import RunSummary
 from ramplab.stack import preflight
@@ -451,4 +453,7 @@ def _summary(
     print_steps(summary, console, title)
     if summary.gates:
         print_gates(summary.gates, console)
+    warning = generator_warning(summary)
+    if warning is not None:
+        console.print(f"[red]{escape(warning)}[/]")
     return summary
