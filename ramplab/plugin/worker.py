@@ -25,7 +25,7 @@ from ramplab.load.plan import PROGRESS_MESSAGE, Plan
 from ramplab.load.shapes import Shape, Stage, parse_shape
 from ramplab.measure.record import RequestRecord
 from ramplab.plugin.dispatch import Dispatcher
-from ramplab.results.selfcheck import CPU_WINDOW_S, TICK_S, HealthAccumulator
+from ramplab.results.selfcheck import CPU_WINDOW_S, TICK_S, HealthAccumulator, loop_thread_ns
 from ramplab.results.steps import count_measured
 
 REPORT_S = 0.5
@@ -135,20 +135,23 @@ class WorkerEngine:
 
     def _health_loop(self, health: HealthAccumulator) -> None:
         """The self-check: a timer every ``TICK_S`` whose lateness is the hub's lag (every
-        greenlet that runs without yielding delays it), and the process's CPU share over each
-        ``CPU_WINDOW_S``. Cheap: ten wake-ups a second and two clock reads each."""
+        greenlet that runs without yielding delays it), and over each ``CPU_WINDOW_S`` the
+        process's CPU share and the loop thread's busy share (CPU + run-queue wait).
+        Cheap: ten wake-ups a second, a clock read each, three more every half second."""
         clock = time.perf_counter
         due = clock() + TICK_S
-        window_start, cpu_start = clock(), time.process_time()
+        window_start, cpu_start, busy_start = clock(), time.process_time(), loop_thread_ns()
         while True:
             gevent.sleep(max(0.0, due - clock()))
             now = clock()
             health.add_lag(now - self.start_clock, max(0.0, now - due) * 1000.0)
             if now - window_start >= CPU_WINDOW_S:
-                cpu = time.process_time()
+                cpu, busy = time.process_time(), loop_thread_ns()
                 middle = (window_start + now) / 2.0 - self.start_clock
                 health.add_cpu(middle, (cpu - cpu_start) / (now - window_start))
-                window_start, cpu_start = now, cpu
+                if busy is not None and busy_start is not None:
+                    health.add_busy(middle, (busy - busy_start) / 1e9 / (now - window_start))
+                window_start, cpu_start, busy_start = now, cpu, busy
             due += TICK_S
             if due < now:  # ticks missed while the loop was blocked are not owed
                 due = now + TICK_S

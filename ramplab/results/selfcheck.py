@@ -11,8 +11,12 @@ The rule (``docs/summary.md`` quotes it) — a step is ``generator_bound`` when 
 
 - **CPU**: a worker's mean CPU over the step's measured window (the mean of its 0.5 s windows)
   exceeds ``CPU_LIMIT`` (0.90) of one core — Locust's own warning level, and the search's
-  ``max_generator_cpu_pct`` default. The mean, not the max: one 0.5 s window at a full core (a
-  garbage collection) does not make the step's timings wrong; ``cpu_max`` is reported beside it.
+  ``max_generator_cpu_pct`` default — or so does its event loop's **busy** share: the loop
+  thread's time on a CPU *plus waiting in the run queue for one* (``/proc/thread-self/
+  schedstat``) ÷ wall time. On a machine shared with other processes a worker that never idles
+  may get only half a core: its CPU reads 50 %, yet it is the bottleneck; busy reads ~100 %.
+  The mean, not the max: one 0.5 s window at a full core (a garbage collection) does not make
+  the step's timings wrong; the maxima are reported beside it.
 - **Lateness growing**: the p50 of ``lateness_ms`` of the requests sent in the last third of the
   measured window (by intended start) exceeds that of the first third by more than
   ``LATENESS_GROWTH_MS`` (20 ms, the search's ``lateness_growth_ms``), each third holding at
@@ -26,6 +30,7 @@ ramp engine, a summary rebuilt without the workers' reports): a guess would be w
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -60,6 +65,7 @@ class HealthAccumulator:
         n = len(shape.stages)
         self.cpu = [[0, 0.0, 0.0] for _ in range(n)]  # count, sum, max
         self.lag = [[0, 0.0, 0.0] for _ in range(n)]
+        self.busy = [[0, 0.0, 0.0] for _ in range(n)]
 
     def _stage(self, offset_s: float) -> Stage | None:
         stage = self.shape.stage_at(offset_s)
@@ -76,19 +82,38 @@ class HealthAccumulator:
         if stage is not None:
             self._add(self.cpu[stage.index], share)
 
+    def add_busy(self, offset_s: float, share: float) -> None:
+        stage = self._stage(offset_s)
+        if stage is not None:
+            self._add(self.busy[stage.index], share)
+
     def add_lag(self, offset_s: float, lag_ms: float) -> None:
         stage = self._stage(offset_s)
         if stage is not None:
             self._add(self.lag[stage.index], lag_ms)
 
     def report(self) -> list[list[float]]:
-        """Per stage ``[cpu n, cpu sum, cpu max, lag n, lag sum ms, lag max ms]`` (msgpack-able)."""
-        return [[*c, *g] for c, g in zip(self.cpu, self.lag, strict=True)]
+        """Per stage ``[cpu n, sum, max, lag n, sum ms, max ms, busy n, sum, max]``
+        (msgpack-able)."""
+        return [[*c, *g, *b] for c, g, b in zip(self.cpu, self.lag, self.busy, strict=True)]
+
+
+def loop_thread_ns(path: Path = Path("/proc/thread-self/schedstat")) -> int | None:
+    """Nanoseconds the calling thread (the event loop's) spent on a CPU plus waiting for one in
+    the run queue (``/proc/thread-self/schedstat``, fields 1 and 2); ``None`` where unreadable."""
+    try:
+        fields = path.read_text().split()
+        return int(fields[0]) + int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _health(row: Sequence[float]) -> WorkerHealth:
-    cpu_n, cpu_sum, cpu_max, lag_n, lag_sum, lag_max = row
+    cpu_n, cpu_sum, cpu_max, lag_n, lag_sum, lag_max = row[:6]
+    busy_n, busy_sum, busy_max = row[6:9] if len(row) >= 9 else (0, 0.0, 0.0)
     return WorkerHealth(
+        busy_max=float(busy_max) if busy_n else None,
+        busy_mean=float(busy_sum) / busy_n if busy_n else None,
         samples=int(lag_n),
         cpu_max=float(cpu_max) if cpu_n else None,
         cpu_mean=float(cpu_sum) / cpu_n if cpu_n else None,
@@ -144,11 +169,15 @@ def judge(
     self-check samples."""
     if not health:
         return None, None
-    reasons = [
-        f"worker {worker}: CPU {h.cpu_mean:.0%} of a core (mean; limit {CPU_LIMIT:.0%})"
-        for worker, h in sorted(health.items())
-        if h.cpu_mean is not None and h.cpu_mean > CPU_LIMIT
-    ]
+    reasons = []
+    for worker, h in sorted(health.items()):
+        if h.cpu_mean is not None and h.cpu_mean > CPU_LIMIT:
+            reasons.append(f"worker {worker}: CPU {h.cpu_mean:.0%} of a core (mean; limit "
+                           f"{CPU_LIMIT:.0%})")  # fmt: skip
+        elif h.busy_mean is not None and h.busy_mean > CPU_LIMIT:
+            reasons.append(f"worker {worker}: event loop runnable {h.busy_mean:.0%} of the time "
+                           f"(CPU {h.cpu_mean or 0:.0%}, the rest waiting for a CPU; mean; limit "
+                           f"{CPU_LIMIT:.0%})")  # fmt: skip
     if growth_ms is not None and growth_ms > LATENESS_GROWTH_MS:
         reasons.append(
             f"lateness p50 grew {growth_ms:.0f} ms through the step (limit {LATENESS_GROWTH_MS:g})"

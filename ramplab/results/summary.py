@@ -86,6 +86,9 @@ class WorkerHealth(_Frozen):
     cpu_mean: float | None
     loop_lag_max_ms: float | None
     loop_lag_mean_ms: float | None
+    # CPU + run-queue wait of the loop thread; None where /proc/thread-self cannot be read.
+    busy_max: float | None = None
+    busy_mean: float | None = None
 
 
 class Figures(_Frozen):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from ramplab.results.selfcheck import (
     health_from_reports,
     judge,
     lateness_growth_ms,
+    loop_thread_ns,
 )
 from ramplab.results.slo import parse_gates
 from ramplab.results.summary import RunSummary, WorkerHealth
@@ -37,6 +39,7 @@ def test_the_accumulator_files_samples_by_stage_and_skips_warm_ups() -> None:
     acc.add_lag(5.0, 3.0)
     acc.add_lag(6.0, 1.0)
     acc.add_cpu(15.0, 0.5)
+    acc.add_busy(15.0, 0.75)
     acc.add_lag(25.0, 99.0)  # after the shape: not counted
     per_stage = health_from_reports({"w1": {"health": acc.report()}}, 2)
     assert per_stage is not None
@@ -49,6 +52,8 @@ def test_the_accumulator_files_samples_by_stage_and_skips_warm_ups() -> None:
     assert second.cpu_mean == pytest.approx(0.5)
     assert second.loop_lag_max_ms is None
     assert second.samples == 0
+    assert second.busy_mean == pytest.approx(0.75)
+    assert first.busy_mean is None
 
 
 def test_reports_without_a_self_check_give_none() -> None:
@@ -85,6 +90,33 @@ def test_the_rule(cpu: float | None, growth: float | None, bound: bool) -> None:
     got, reason = judge({"w1": h}, growth)
     assert got is bound
     assert (reason is not None) is bound
+
+
+def test_a_loop_waiting_for_a_cpu_is_busy_even_at_half_a_core() -> None:
+    # A shared machine: the loop never idled but got half a core.
+    h = WorkerHealth(samples=5, cpu_max=0.5, cpu_mean=0.5, loop_lag_max_ms=150.0,
+                     loop_lag_mean_ms=100.0, busy_max=1.0, busy_mean=0.98)  # fmt: skip
+    bound, reason = judge({"w1": h}, None)
+    assert bound is True
+    assert reason is not None
+    assert "runnable 98%" in reason
+    assert judge({"w1": h.model_copy(update={"busy_mean": 0.6})}, None)[0] is False
+
+
+def test_the_loop_thread_schedstat_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "schedstat"
+    path.write_text("650000000 350000000 12\n")
+    assert loop_thread_ns(path) == 1_000_000_000
+    assert loop_thread_ns(tmp_path / "missing") is None
+    path.write_text("garbage")
+    assert loop_thread_ns(path) is None
+
+
+def test_old_reports_without_busy_still_read() -> None:
+    per_stage = health_from_reports({"w1": {"health": [[2, 1.0, 0.6, 3, 3.0, 2.0]]}}, 1)
+    assert per_stage is not None
+    assert per_stage[0]["w1"].busy_mean is None
+    assert per_stage[0]["w1"].cpu_mean == 0.5
 
 
 def test_no_self_check_is_null_not_a_guess() -> None:
