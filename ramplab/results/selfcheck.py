@@ -172,10 +172,10 @@ def judge(
     reasons = []
     for worker, h in sorted(health.items()):
         if h.cpu_mean is not None and h.cpu_mean > CPU_LIMIT:
-            reasons.append(f"worker {worker}: CPU {h.cpu_mean:.0%} of a core (mean; limit "
+            reasons.append(f"worker {worker}: CPU {h.cpu_mean:.1%} of a core (mean; limit "
                            f"{CPU_LIMIT:.0%})")  # fmt: skip
         elif h.busy_mean is not None and h.busy_mean > CPU_LIMIT:
-            reasons.append(f"worker {worker}: event loop runnable {h.busy_mean:.0%} of the time "
+            reasons.append(f"worker {worker}: event loop runnable {h.busy_mean:.1%} of the time "
                            f"(CPU {h.cpu_mean or 0:.0%}, the rest waiting for a CPU; mean; limit "
                            f"{CPU_LIMIT:.0%})")  # fmt: skip
     if growth_ms is not None and growth_ms > LATENESS_GROWTH_MS:

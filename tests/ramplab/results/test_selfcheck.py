@@ -9,8 +9,11 @@ import pytest
 
 from ramplab.exitcodes import ExitCode
 from ramplab.load.shapes import parse_shape
+from ramplab.results.charts import LabelledRun, run_charts
+from ramplab.results.digest import digest_records
 from ramplab.results.outcome import exit_code
 from ramplab.results.producer import EngineCounts, RunFacts, summarize
+from ramplab.results.report import write_report
 from ramplab.results.selfcheck import (
     HealthAccumulator,
     health_from_reports,
@@ -20,6 +23,7 @@ from ramplab.results.selfcheck import (
 )
 from ramplab.results.slo import parse_gates
 from ramplab.results.summary import RunSummary, WorkerHealth
+from ramplab.results.writer import ResultsWriter
 from tests.ramplab.results.handmade import T0, full, rec
 
 SHAPE = parse_shape("2,8@10s/0s")
@@ -99,7 +103,7 @@ def test_a_loop_waiting_for_a_cpu_is_busy_even_at_half_a_core() -> None:
     bound, reason = judge({"w1": h}, None)
     assert bound is True
     assert reason is not None
-    assert "runnable 98%" in reason
+    assert "runnable 98.0%" in reason
     assert judge({"w1": h.model_copy(update={"busy_mean": 0.6})}, None)[0] is False
 
 
@@ -167,3 +171,33 @@ def test_a_ramp_without_self_check_reports_null() -> None:
     s = summarize([rec(0, i, 30, lateness_ms=2.0 * i) for i in range(30)], facts)
     assert s.steps[0].lateness_growth_ms == pytest.approx(40.0)  # shown, but not judged
     assert s.generator_bound is None
+
+
+def test_the_report_warns_and_marks_the_bound_step_on_per_step_charts(tmp_path: Path) -> None:
+    records = full(2, 0) + full(8, 1)
+    s = summary((0.3, 0.97), ("error_ratio <= 0.01",))
+    writer = ResultsWriter(tmp_path)
+    for r in records:
+        writer.write(r)
+    writer.close()
+    charts = {
+        c.key: c.figure for c in run_charts([LabelledRun("a", s, digest_records(iter(records), s))])
+    }
+    for key in ("throughput", "ttft", "lateness"):
+        lines = [sh for sh in charts[key].layout.shapes if sh.type == "line"]
+        assert [line.x0 for line in lines] == [8.0], key  # step 1's offered load, not step 0's
+    assert not charts["ttft_cdf"].layout.shapes  # not a per-step chart
+    md = write_report(tmp_path, s, s.gates).read_text(encoding="utf-8")
+    assert "WARNING: the load generator was the bottleneck (step 1: worker w1: CPU 97.0%" in md
+    assert "| error_ratio <= 0.01 | 0 | untrusted |" in md
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert '<p class="warning"><strong>WARNING: the load generator was the bottleneck' in html
+
+
+def test_a_healthy_report_has_no_warning_nor_marker(tmp_path: Path) -> None:
+    records = full(2, 0) + full(8, 1)
+    s = summary((0.3, 0.5))
+    digest = digest_records(iter(records), s)
+    assert all(not c.figure.layout.shapes for c in run_charts([LabelledRun("a", s, digest)]))
+    ResultsWriter(tmp_path).close()
+    assert "WARNING" not in write_report(tmp_path, s).read_text(encoding="utf-8")
