@@ -341,6 +341,15 @@ def _ramp(
     return master_code
 
 
+def _generator_bound(run_dir: Path) -> bool:
+    """The master's exit 4 is its summary's verdict (``generator_bound``), not a failure to run:
+    the summary's warning says why and ``exit_code`` gives the 4."""
+    try:
+        return RunSummary.read(run_dir / "summary.json").generator_bound is True
+    except UsageError:
+        return False
+
+
 def _process_failures(
     outcome: _Outcome, dead: list[str], master_code: int | None, run_dir: Path, console: Console
 ) -> None:
@@ -351,7 +360,7 @@ def _process_failures(
     if dead:
         console.print(f"[red]workers died during the run: {', '.join(dead)}[/]")
         outcome.fail(ExitCode.RUN_FAILED)
-    elif master_code not in (None, 0, 3):
+    elif master_code not in (None, 0, 3) and not (master_code == 4 and _generator_bound(run_dir)):
         console.print(f"[red]the master exited with code {master_code}[/] (log: {run_dir}/logs)")
         outcome.fail(ExitCode.USAGE if master_code == 2 else ExitCode.RUN_FAILED)
 
