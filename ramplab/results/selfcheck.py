@@ -133,7 +133,7 @@ def health_from_reports(
         rows = report.get("health") or ()
         for index, row in enumerate(rows[:stages]):
             seen = True
-            if row[0] or row[3]:
+            if any(row[i] for i in (0, 3, 6) if i < len(row)):  # any sample counted
                 out[index][worker] = _health(row)
     return out if seen else None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +25,11 @@ from ramplab.results.selfcheck import (
 from ramplab.results.slo import parse_gates
 from ramplab.results.summary import RunSummary, WorkerHealth
 from ramplab.results.writer import ResultsWriter
+from ramplab.stack.rebuild import rebuild_summary
 from tests.ramplab.results.handmade import T0, full, rec
+from tests.ramplab.results.test_producer import CAMPAIGN
+from tests.ramplab.results.test_producer import T0 as T0_PRODUCER
+from tests.ramplab.results.test_producer import records as producer_records
 
 SHAPE = parse_shape("2,8@10s/0s")
 
@@ -201,3 +206,23 @@ def test_a_healthy_report_has_no_warning_nor_marker(tmp_path: Path) -> None:
     assert all(not c.figure.layout.shapes for c in run_charts([LabelledRun("a", s, digest)]))
     ResultsWriter(tmp_path).close()
     assert "WARNING" not in write_report(tmp_path, s).read_text(encoding="utf-8")
+
+
+def test_a_rebuilt_summary_keeps_the_self_check_from_progress_json(tmp_path: Path) -> None:
+    writer = ResultsWriter(tmp_path)
+    for r in producer_records():
+        writer.write(r)
+    writer.close()
+    (tmp_path / "campaign.yaml").write_text(CAMPAIGN)
+    acc = HealthAccumulator(parse_shape("2,4@10s/2s"))
+    acc.add_cpu(5.0, 0.3)
+    acc.add_busy(15.0, 0.99)  # stage 1: the loop never idled
+    progress = {"run_start": T0_PRODUCER, "time": T0_PRODUCER + 21, "dispatched": [20, 40],
+                "dropped": [0, 0], "health": {"w1": acc.report()}}  # fmt: skip
+    (tmp_path / "progress.json").write_text(json.dumps(progress))
+    rebuilt = rebuild_summary(tmp_path)
+    assert [st.generator_bound for st in rebuilt.steps] == [False, True]
+    assert rebuilt.generator_bound is True
+    progress.pop("health")
+    (tmp_path / "progress.json").write_text(json.dumps(progress))
+    assert rebuild_summary(tmp_path).generator_bound is None  # an older snapshot: unknown
