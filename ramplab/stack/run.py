@@ -207,7 +207,11 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
         usage_error=outcome.usage_error,
         run_failed=outcome.run_failed,
     )
-    if code == ExitCode.RUN_FAILED and not outcome.failed:
+    if (
+        code == ExitCode.RUN_FAILED
+        and not outcome.failed
+        and (summary is None or not summary.requests)
+    ):
         console.print("[red]the run produced no request records[/]")
     meta.update({"exit_code": int(code), "finished": datetime.now(UTC).isoformat()})
     _write_meta(run_dir, meta)
