@@ -31,7 +31,7 @@ import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -229,6 +229,10 @@ def probe_record(
         record.update(verdict="error", reason=run.failure or "nothing was measured")
         return record, None
     judged = judge(spec, windows, run.cpu, summary.lateness_ms.p99, run.early)
+    if summary.generator_bound and judged.verdict != "generator-limited":
+        # The workers' own self-check (summary.md) saw what the search's sampling may not.
+        reason = "; ".join(st.generator_reason or "" for st in summary.steps if st.generator_bound)
+        judged = replace(judged, verdict="generator-limited", reason=f"self-check: {reason}")
     record.update(
         attainment=_interval(judged.attainment),
         wilson=_interval(judged.wilson),

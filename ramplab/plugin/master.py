@@ -35,6 +35,7 @@ from ramplab.results.producer import (
     scheduled_counts,
     summarize,
 )
+from ramplab.results.selfcheck import health_from_reports
 from ramplab.results.summary import RunSummary
 from ramplab.results.writer import load_records
 
@@ -199,4 +200,5 @@ class MasterEngine:
             outage=outage,
             gates=self.options.gates,
             clocks=self.clocks.offsets() if self.clocks is not None else None,
+            health=health_from_reports(self.progress, len(self.shape.stages)),
         )

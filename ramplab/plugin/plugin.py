@@ -75,6 +75,7 @@ from ramplab.plugin.role import Role
 from ramplab.plugin.worker import WorkerEngine
 from ramplab.results.outcome import exit_code
 from ramplab.results.producer import RunFacts, summarize
+from ramplab.results.selfcheck import generator_warning
 from ramplab.results.slo import RequestSlo, print_gates
 from ramplab.results.summary import RunSummary
 from ramplab.results.writer import ResultsWriter, load_records
@@ -294,8 +295,12 @@ def _exit_code(master: MasterEngine, summary: RunSummary | None) -> ExitCode | N
         return None
     elif summary.requests == 0:
         sys.stderr.write("ramplab: the run produced no request records\n")
-    elif summary.gates:
-        print_gates(summary.gates)
+    else:
+        if summary.gates:
+            print_gates(summary.gates)
+        warning = generator_warning(summary)
+        if warning is not None:
+            sys.stderr.write(f"ramplab: {warning}\n")
     return exit_code(
         summary,
         usage_error=master.outage_exit == ExitCode.USAGE,

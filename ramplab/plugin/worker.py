@@ -5,7 +5,8 @@ other worker), takes the indices ``worker_share`` deals it and paces them agains
 ``time.perf_counter()`` (the clock the streaming user measures on). When the master announces a
 new membership epoch the pacer is re-split from the epoch's start. Every half second it reports
 per-stage counts of dispatched and dropped arrivals (measured windows only), users busy, and the
-durations of the requests finished since the last report (for the master's user sizing).
+durations of the requests finished since the last report (for the master's user sizing), and its
+self-check per stage (``ramplab.results.selfcheck``: its CPU and its event loop's lag).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ramplab.load.plan import PROGRESS_MESSAGE, Plan
 from ramplab.load.shapes import Shape, Stage, parse_shape
 from ramplab.measure.record import RequestRecord
 from ramplab.plugin.dispatch import Dispatcher
+from ramplab.results.selfcheck import CPU_WINDOW_S, TICK_S, HealthAccumulator, loop_thread_ns
 from ramplab.results.steps import count_measured
 
 REPORT_S = 0.5
@@ -45,6 +47,7 @@ class WorkerEngine:
         self._dispatched_offsets: list[float] = []
         self._durations: list[float] = []
         self._greenlets: list[gevent.Greenlet] = []
+        self.health: HealthAccumulator | None = None
 
     def on_plan(self, plan: Plan) -> None:
         if self.plan is not None and self.plan.start_epoch == plan.start_epoch:
@@ -53,7 +56,9 @@ class WorkerEngine:
         self.plan = plan
         self.shape = parse_shape(plan.shape)
         self.start_clock = time.perf_counter() + (plan.start_epoch - time.time())
+        self.health = HealthAccumulator(self.shape)
         self._greenlets.append(gevent.spawn(self._report_loop))
+        self._greenlets.append(gevent.spawn(self._health_loop, self.health))
         if plan.mode != "open":
             return
         self.process = make_process(plan.arrivals)
@@ -121,6 +126,7 @@ class WorkerEngine:
             "busy": self.dispatcher.busy,
             "idle": self.dispatcher.idle,
             "durations_s": durations,
+            "health": self.health.report() if self.health is not None else [],
         }
 
     def report(self) -> None:
@@ -133,6 +139,29 @@ class WorkerEngine:
                 self.report()
             except Exception:  # a lost master connection must not kill the loop
                 log.exception("progress report failed")
+
+    def _health_loop(self, health: HealthAccumulator) -> None:
+        """The self-check: a timer every ``TICK_S`` whose lateness is the hub's lag (every
+        greenlet that runs without yielding delays it), and over each ``CPU_WINDOW_S`` the
+        process's CPU share and the loop thread's busy share (CPU + run-queue wait).
+        Cheap: ten wake-ups a second, a clock read each, three more every half second."""
+        clock = time.perf_counter
+        due = clock() + TICK_S
+        window_start, cpu_start, busy_start = clock(), time.process_time(), loop_thread_ns()
+        while True:
+            gevent.sleep(max(0.0, due - clock()))
+            now = clock()
+            health.add_lag(now - self.start_clock, max(0.0, now - due) * 1000.0)
+            if now - window_start >= CPU_WINDOW_S:
+                cpu, busy = time.process_time(), loop_thread_ns()
+                middle = (window_start + now) / 2.0 - self.start_clock
+                health.add_cpu(middle, (cpu - cpu_start) / (now - window_start))
+                if busy is not None and busy_start is not None:
+                    health.add_busy(middle, (busy - busy_start) / 1e9 / (now - window_start))
+                window_start, cpu_start, busy_start = now, cpu, busy
+            due += TICK_S
+            if due < now:  # ticks missed while the loop was blocked are not owed
+                due = now + TICK_S
 
     def stop(self) -> None:
         if self.pacer is not None:

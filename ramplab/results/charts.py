@@ -445,9 +445,37 @@ def _workload_charts(runs: Sequence[LabelledRun]) -> list[Chart]:
     return charts
 
 
+GENERATOR_BOUND_COLOUR = "#ff7f0e"
+
+
+def _mark_generator_bound(charts: list[Chart], runs: Sequence[LabelledRun]) -> list[Chart]:
+    """A dotted vertical line, labelled, at every generator-bound step's offered load, on every
+    per-step chart: the values there measured the generator, not the target."""
+    marks = sorted({offered_load(s)[0] for r in runs for s in r.summary.steps if s.generator_bound})
+    if not marks:
+        return charts
+    x_title = _x_title(runs)
+    for chart in charts:
+        if chart.figure.layout.xaxis.title.text != x_title:
+            continue  # not per step: a CDF, the phases
+        for x in marks:
+            chart.figure.add_vline(
+                x=x,
+                line={"color": GENERATOR_BOUND_COLOUR, "dash": "dot", "width": 2},
+                annotation_text="generator-bound",
+                annotation_font_color=GENERATOR_BOUND_COLOUR,
+            )
+    return charts
+
+
 def run_charts(runs: Sequence[LabelledRun]) -> list[Chart]:
     """Every chart of the report, for one run or several overlaid, in reading order; ``TTFT by
-    turn`` only when a run has multi-turn sessions."""
+    turn`` only when a run has multi-turn sessions; steps where the generator was the bottleneck
+    are marked on the per-step charts."""
+    return _mark_generator_bound(_charts(runs), runs)
+
+
+def _charts(runs: Sequence[LabelledRun]) -> list[Chart]:
     turns = [ttft_by_turn(runs)] if any(r.summary.sessions for r in runs) else []
     return [
         throughput(runs),

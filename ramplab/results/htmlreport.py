@@ -16,6 +16,7 @@ from ramplab.results.breakdown import breakdowns
 from ramplab.results.charts import Chart, LabelledRun, charts_html, plotly_script, run_charts
 from ramplab.results.mdreport import RunMeta
 from ramplab.results.recommend import Recommendation
+from ramplab.results.selfcheck import generator_warning
 from ramplab.results.summary import GateVerdict
 from ramplab.results.tables import (
     COLUMNS,
@@ -37,6 +38,7 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 figure.chart{margin:0 0 1.5em 0;max-width:1100px}figcaption{font-size:12px;color:#555}
 li.distrust{color:#a40000}li.act{color:#7a4b00}li.note{color:#333}.sev{font-weight:600}
+p.warning{color:#a40000;border:1px solid #a40000;padding:6px 10px}
 """
 
 
@@ -90,8 +92,10 @@ def write_html(
         f"<li>{html.escape(k)}: <code>{html.escape(v)}</code></li>" for k, v in meta.facts(summary)
     )
     groups = breakdowns(run.digest.pooled("phases"))
+    warning = generator_warning(summary)
     sections = [
         f"<ul>{listed}</ul>",
+        f'<p class="warning"><strong>{html.escape(warning)}</strong></p>' if warning else "",
         "<h2>Recommendations</h2>",
         recommendations_html(recommendations),
         "<h2>Per step</h2>",

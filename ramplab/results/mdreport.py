@@ -17,6 +17,7 @@ from typing import Any
 from ramplab.results.breakdown import breakdowns
 from ramplab.results.digest import RunDigest
 from ramplab.results.recommend import Recommendation
+from ramplab.results.selfcheck import generator_warning
 from ramplab.results.summary import GateVerdict, RunSummary
 from ramplab.results.tables import (
     COLUMNS,
@@ -108,6 +109,9 @@ def render_markdown(
     if meta.data.get("command"):
         parts += ["Command:", "", "```", str(meta.data["command"]), "```", ""]
     parts += [f"- {k}: `{v}`" for k, v in meta.facts(summary)]
+    warning = generator_warning(summary)
+    if warning is not None:
+        parts += ["", f"> **{warning}**"]
     if summary.stopped_at_s is not None:
         parts.append(
             f"- interrupted after {summary.stopped_at_s:.1f} s: steps cover what ran before"

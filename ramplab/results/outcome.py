@@ -25,14 +25,17 @@ def exit_code(
     could not be read or rebuilt); its gate verdicts were evaluated when it was produced. The
     order is the order of trust: an interruption is what the user asked for; bad input explains
     whatever followed it; a failed run makes its numbers untrustworthy, so its gates do not
-    count; a run without a single record failed; then a gate naming no metric (a typo) outranks
-    a missed one.
+    count; a run without a single record failed; so did a run where the load generator was the
+    bottleneck (``generator_bound``: its figures measured the generator, exit 4 like the search's
+    generator-limited probe); then a gate naming no metric (a typo) outranks a missed one.
     """
     if interrupted:
         return ExitCode.INTERRUPTED
     if usage_error:
         return ExitCode.USAGE
     if run_failed or summary is None or summary.requests == 0:
+        return ExitCode.RUN_FAILED
+    if summary.generator_bound:
         return ExitCode.RUN_FAILED
     if any(v.status == "invalid" for v in summary.gates):
         return ExitCode.USAGE

@@ -25,6 +25,7 @@ from ramplab.load.outage import RECOVERY_THRESHOLD, RECOVERY_WINDOW_S, Outage
 from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import RequestRecord
+from ramplab.results.selfcheck import judge, lateness_growth_ms
 from ramplab.results.sessions import sessions_summary
 from ramplab.results.slo import Gate, RequestSlo, evaluate_gates
 from ramplab.results.steps import count_measured, group_measured, measure, recovery_time_s
@@ -34,6 +35,7 @@ from ramplab.results.summary import (
     RunSummary,
     StepStats,
     WorkerCounts,
+    WorkerHealth,
 )
 
 __all__ = ["EngineCounts", "OutageFacts", "RunFacts", "scheduled_counts", "summarize"]
@@ -95,6 +97,7 @@ class RunFacts:
     stopped_at_s: float | None = None
     rebuilt: bool = False
     clocks: Mapping[str, ClockOffset] | None = None  # distributed run: each worker's offset
+    health: Sequence[Mapping[str, WorkerHealth]] | None = None  # per stage: workers' self-check
 
 
 def scheduled_counts(plan_shape: Shape, arrivals: str, seed: int, measured: Shape) -> list[int]:
@@ -114,12 +117,13 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
     _check_lengths(n, facts.scheduled, counts)
     dropped = _dropped(n, facts)
     steps = tuple(
-        _step(stage, group, facts, index_dropped, index)
+        _step(stage, group, facts, index_dropped, index, run_start or 0.0)
         for index, (stage, group, index_dropped) in enumerate(
             zip(shape.stages if shape else (), groups, dropped, strict=True)
         )
     )
     window = sum(st.measured_s for st in steps)
+    bound = [st.generator_bound for st in steps if st.generator_bound is not None]
     total = measure(
         [r for g in groups for r in g],
         window,
@@ -144,6 +148,7 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
             sum(facts.scheduled) if facts.scheduled is not None else None,
         ),
         clocks=dict(facts.clocks) if facts.clocks is not None else None,
+        generator_bound=any(bound) if bound else None,
         rebuilt=facts.rebuilt,
         stopped_at_s=facts.stopped_at_s,
     )
@@ -190,7 +195,12 @@ def _dropped(stages: int, facts: RunFacts) -> list[int | None]:
 
 
 def _step(
-    stage: Stage, group: list[RequestRecord], facts: RunFacts, dropped: int | None, index: int
+    stage: Stage,
+    group: list[RequestRecord],
+    facts: RunFacts,
+    dropped: int | None,
+    index: int,
+    run_start: float,
 ) -> StepStats:
     scheduled = facts.scheduled[index] if facts.scheduled is not None else None
     counts = facts.counts
@@ -201,6 +211,9 @@ def _step(
     by_worker = dict(counts.by_worker[index]) if counts and counts.by_worker else {}
     plain = facts.shape is None
     closed = facts.mode == "closed"
+    health = dict(facts.health[index]) if facts.health is not None and not plain else None
+    growth = None if plain else lateness_growth_ms(group, stage, run_start)
+    bound, reason = judge(health, growth)
     return StepStats(
         **measure(group, stage.measured_s, scheduled, dropped),
         index=stage.index,
@@ -214,6 +227,10 @@ def _step(
         dispatched=dispatched,
         lost=lost,
         by_worker=by_worker,
+        generator=health or {},
+        lateness_growth_ms=growth,
+        generator_bound=bound,
+        generator_reason=reason,
     )
 
 

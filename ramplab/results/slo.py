@@ -32,6 +32,7 @@ from rich.table import Table
 
 from ramplab.errors import GateError
 from ramplab.measure.record import RequestRecord
+from ramplab.results.selfcheck import distrust
 from ramplab.results.summary import GateStatus, GateVerdict, Observed
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -211,7 +212,9 @@ def parse_gates(texts: Iterable[str], field: str = "gates") -> list[Gate]:
 
 
 def evaluate_gates(gates: Iterable[Gate], summary: Mapping[str, Any]) -> tuple[GateVerdict, ...]:
-    return tuple(g.evaluate(summary) for g in gates)
+    """Every gate on ``summary`` (its ``summary.json`` form); on a generator-bound run a pass is
+    ``untrusted`` (``selfcheck.distrust``), whoever evaluates."""
+    return distrust([g.evaluate(summary) for g in gates], summary)
 
 
 def gates_table(verdicts: Sequence[GateVerdict]) -> Table:
@@ -221,7 +224,7 @@ def gates_table(verdicts: Sequence[GateVerdict]) -> Table:
     table.add_column("observed", justify="right")
     table.add_column("result")
     table.add_column("detail")
-    style = {"pass": "green", "fail": "red", "invalid": "yellow"}
+    style = {"pass": "green", "fail": "red", "invalid": "yellow", "untrusted": "yellow"}
     for r in verdicts:
         shown = ", ".join(f"{v:g}" if isinstance(v, int | float) else str(v) for _, v in r.observed)
         table.add_row(r.gate, shown, f"[{style[r.status]}]{r.status.upper()}[/]", r.detail)

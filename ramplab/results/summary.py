@@ -5,6 +5,7 @@
     RunSummary          the run: its facts, the totals over every measured window, the gates
     ├── steps: StepStats        one per load stage (a plain run: one step covering the run)
     │   ├── by_worker: WorkerCounts
+    │   ├── generator: WorkerHealth  each worker's self-check (``results/selfcheck.py``)
     │   └── ttft_ms, ...: Percentiles
     ├── outage: OutageSummary   with --ramplab-outage
     ├── sessions: SessionsSummary   multi-turn sessions (--session-turns > 1)
@@ -43,9 +44,10 @@ __all__ = [
     "StepStats",
     "TurnStats",
     "WorkerCounts",
+    "WorkerHealth",
 ]
 
-GateStatus = Literal["pass", "fail", "invalid"]
+GateStatus = Literal["pass", "fail", "invalid", "untrusted"]
 # What a gate can observe at the end of its path: a number, no data, or (a typo) anything else.
 Observed = int | float | str | bool | None
 
@@ -76,6 +78,21 @@ class WorkerCounts(_Frozen):
 
     dispatched: int
     dropped: int
+
+
+class WorkerHealth(_Frozen):
+    """One worker's self-check over one stage's measured window: its process CPU (share of one
+    core, per 0.5 s window) and its event loop's lag (a 100 ms timer's lateness); ``None`` when
+    no sample fell in the window."""
+
+    samples: int
+    cpu_max: float | None
+    cpu_mean: float | None
+    loop_lag_max_ms: float | None
+    loop_lag_mean_ms: float | None
+    # CPU + run-queue wait of the loop thread; None where /proc/thread-self cannot be read.
+    busy_max: float | None = None
+    busy_mean: float | None = None
 
 
 class Figures(_Frozen):
@@ -128,6 +145,11 @@ class StepStats(Figures):
     dispatched: int | None
     lost: int | None
     by_worker: dict[str, WorkerCounts]
+    # The generator self-check (``results/selfcheck.py``); defaults so older summaries load.
+    generator: dict[str, WorkerHealth] = {}
+    lateness_growth_ms: float | None = None
+    generator_bound: bool | None = None
+    generator_reason: str | None = None
 
 
 class OutageSummary(_Frozen):
@@ -198,6 +220,7 @@ class RunSummary(Figures):
     sessions: SessionsSummary | None = None
     clocks: dict[str, ClockOffset] | None = None
     gates: tuple[GateVerdict, ...] = ()
+    generator_bound: bool | None = None
     rebuilt: bool = False
     stopped_at_s: float | None = None
 

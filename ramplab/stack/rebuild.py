@@ -4,9 +4,9 @@ When ``summary.json`` is missing (a run killed before the master wrote it, an in
 the summary is rebuilt from ``requests.jsonl`` by the same producer the master uses
 (``ramplab.results.producer``), with the facts saved in the run directory: the campaign (shape,
 mode, arrivals, seed, retry, SLO) and ``progress.json`` (plan start, the workers' dispatched and
-dropped counts at the last snapshot). Only what the master alone knew — which worker sent what,
-the membership epochs — is missing, and the summary says ``"rebuilt": true``. It lives in
-``stack`` because it reads the campaign file, which ``results`` never imports.
+dropped counts and self-check at the last snapshot). Only what the master alone knew — which
+worker sent what, the membership epochs — is missing, and the summary says ``"rebuilt": true``.
+It lives in ``stack`` because it reads the campaign file, which ``results`` never imports.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 from ramplab.errors import UsageError
 from ramplab.load.shapes import Shape, custom
 from ramplab.results.producer import EngineCounts, RunFacts, scheduled_counts, summarize
+from ramplab.results.selfcheck import health_from_reports
 from ramplab.results.slo import Gate, parse_request_slo
 from ramplab.results.summary import RunSummary
 from ramplab.results.writer import load_records
@@ -85,6 +86,12 @@ def rebuild_facts(
         _counts(progress, "dropped", stages),
     )
     counts = EngineCounts(dispatched, dropped) if dispatched and dropped else None
+    saved = progress.get("health")
+    health = None
+    if isinstance(saved, Mapping):
+        health = health_from_reports(
+            {str(w): {"health": rows} for w, rows in saved.items()}, stages
+        )
     scheduled = None
     if campaign.mode == "open":
         scheduled = scheduled_counts(plan, campaign.arrival_spec, campaign.seed, shape)
@@ -100,6 +107,7 @@ def rebuild_facts(
         slo=parse_request_slo(campaign.slo),
         scheduled=scheduled,
         counts=counts,
+        health=health,
         gates=gates,
         stopped_at_s=stopped_at_s,
         rebuilt=True,

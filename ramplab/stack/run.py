@@ -25,12 +25,14 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 
 from ramplab import data
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.results.outcome import exit_code
 from ramplab.results.report import print_steps, write_report
+from ramplab.results.selfcheck import generator_warning
 from ramplab.results.slo import Gate, evaluate_gates, print_gates
 from ramplab.results.summary import RunSummary
 from ramplab.stack import preflight
@@ -210,7 +212,11 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
         usage_error=outcome.usage_error,
         run_failed=outcome.run_failed,
     )
-    if code == ExitCode.RUN_FAILED and not outcome.failed:
+    if (
+        code == ExitCode.RUN_FAILED
+        and not outcome.failed
+        and (summary is None or not summary.requests)
+    ):
         console.print("[red]the run produced no request records[/]")
     meta.update({"exit_code": int(code), "finished": datetime.now(UTC).isoformat()})
     _write_meta(run_dir, meta)
@@ -344,6 +350,15 @@ def _ramp(
     return master_code
 
 
+def _generator_bound(run_dir: Path) -> bool:
+    """The master's exit 4 is its summary's verdict (``generator_bound``), not a failure to run:
+    the summary's warning says why and ``exit_code`` gives the 4."""
+    try:
+        return RunSummary.read(run_dir / "summary.json").generator_bound is True
+    except UsageError:
+        return False
+
+
 def _process_failures(
     outcome: _Outcome, dead: list[str], master_code: int | None, run_dir: Path, console: Console
 ) -> None:
@@ -354,7 +369,7 @@ def _process_failures(
     if dead:
         console.print(f"[red]workers died during the run: {', '.join(dead)}[/]")
         outcome.fail(ExitCode.RUN_FAILED)
-    elif master_code not in (None, 0, 3):
+    elif master_code not in (None, 0, 3) and not (master_code == 4 and _generator_bound(run_dir)):
         console.print(f"[red]the master exited with code {master_code}[/] (log: {run_dir}/logs)")
         outcome.fail(ExitCode.USAGE if master_code == 2 else ExitCode.RUN_FAILED)
 
@@ -456,4 +471,7 @@ def _summary(
     print_steps(summary, console, title)
     if summary.gates:
         print_gates(summary.gates, console)
+    warning = generator_warning(summary)
+    if warning is not None:
+        console.print(f"[red]{escape(warning)}[/]")
     return summary

@@ -21,6 +21,9 @@ PASSED = summary(10, "pass", "pass")
 MISSED = summary(10, "pass", "fail")
 TYPO = summary(10, "fail", "invalid")
 EMPTY = summary(0, "pass")
+BOUND = summary(10, "untrusted").model_copy(update={"generator_bound": True})
+BOUND_MISSED = summary(10, "untrusted", "fail").model_copy(update={"generator_bound": True})
+UNCHECKED = PASSED.model_copy(update={"generator_bound": None})  # a plain run: no self-check
 
 # (summary, interrupted, usage error, run failed) → exit code
 TABLE: list[tuple[RunSummary | None, bool, bool, bool, ExitCode]] = [
@@ -30,6 +33,11 @@ TABLE: list[tuple[RunSummary | None, bool, bool, bool, ExitCode]] = [
     (TYPO, False, False, False, ExitCode.USAGE),  # a typo outranks a miss
     (EMPTY, False, False, False, ExitCode.RUN_FAILED),  # no records: nothing was measured
     (None, False, False, False, ExitCode.RUN_FAILED),  # no summary at all
+    (BOUND, False, False, False, ExitCode.RUN_FAILED),  # the generator was the bottleneck
+    (BOUND_MISSED, False, False, False, ExitCode.RUN_FAILED),  # its misses do not count either
+    (BOUND, True, False, False, ExitCode.INTERRUPTED),
+    (BOUND, False, True, False, ExitCode.USAGE),
+    (UNCHECKED, False, False, False, ExitCode.OK),
     (MISSED, False, False, True, ExitCode.RUN_FAILED),  # a failed run's gates do not count
     (TYPO, False, False, True, ExitCode.RUN_FAILED),
     (None, False, True, False, ExitCode.USAGE),  # input refused before anything ran

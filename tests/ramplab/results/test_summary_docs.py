@@ -16,6 +16,7 @@ from ramplab.results.summary import (
     StepStats,
     TurnStats,
     WorkerCounts,
+    WorkerHealth,
 )
 from tests.support.processes import REPO
 
@@ -29,6 +30,7 @@ TYPES: tuple[type[BaseModel], ...] = (
     SessionsSummary,
     TurnStats,
     ClockOffset,
+    WorkerHealth,
 )
 
 
