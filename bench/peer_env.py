@@ -2,8 +2,9 @@
 
 Each peer gets a venv of its own so that its pins never meet ours. GuideLLM is installed with
 ``--no-deps`` plus the runtime dependencies its CLI and mock server import: its declared
-dependencies include ``torch`` and ``datasets`` (gigabytes), which neither ``guidellm mock-server``
-nor ``guidellm benchmark`` against a server with ``--processor`` unset need. The pins are the
+dependencies include ``torch`` and ``datasets`` (gigabytes), which ``guidellm mock-server`` does not
+need; its client (``guidellm run``) does — it imports both unconditionally — so ``bench/peers.py``
+uses a second venv, ``guidellm-client``, with the CPU build of torch pinned. The pins are the
 versions these benchmarks ran with. ``RAMPLAB_PEER_CACHE`` moves the cache (default
 ``~/.cache/ramplab/peers``); a venv is rebuilt when its requirement list changes.
 """
