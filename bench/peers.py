@@ -76,7 +76,7 @@ MODEL = "ramplab-sim-1"
 NOT_RUN = (
     "- **`vllm bench serve`** ships in the `vllm` package: `pip install --dry-run vllm` "
     "(0.34.0, run on 2026-12-03) resolves `torch==2.14.0` and the NVIDIA CUDA wheels (cuBLAS, "
-    "NVRTC, NVSHMEM, triton, …) — the GPU stack; not installed, for the same reason.\n"
+    "NVRTC, NVSHMEM, triton, …) — the GPU stack (gigabytes); not installed.\n"
 )
 
 
