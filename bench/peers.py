@@ -148,7 +148,10 @@ class Run:
         starts = sorted(s.start for s in self.streams)
         if len(starts) < 2:
             return 0.0
-        return (len(starts) - 1) / (starts[-1] - starts[0])
+        spread = (len(starts) - 1) / (starts[-1] - starts[0])
+        # The rate over the starts' own spread misses a tool that stopped starting streams before
+        # the window closed (GuideLLM at 200/s did): the window's count bounds it.
+        return min(spread, len(starts) / (self.window[1] - self.window[0]))
 
     def values(self, what: str) -> list[float]:
         out: list[float] = []

@@ -183,3 +183,11 @@ def test_timing_tap_reads_the_comment_out_of_a_body_write() -> None:
     )
     assert timing_lines(body) == [{"ttft_ms": 20.0, "events_ms": [20.0, 40.0]}]
     assert timing_lines(b'data: {"choices":[]}\n\n') == []
+
+
+def test_achieved_rate_counts_a_tool_that_stopped_early_against_the_window() -> None:
+    streams = [
+        Stream(100.0 + i / 20, 21.0, 61.0, [20.0, 20.0], [20.0, 40.0, 60.0]) for i in range(21)
+    ]
+    stopped = Run("x", 20.0, streams, (100.0, 102.0), cpu_s=0.0, errors=0)  # 1 s of 2
+    assert stopped.achieved == pytest.approx(10.5)
