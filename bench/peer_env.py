@@ -2,8 +2,9 @@
 
 Each peer gets a venv of its own so that its pins never meet ours. GuideLLM is installed with
 ``--no-deps`` plus the runtime dependencies its CLI and mock server import: its declared
-dependencies include ``torch`` and ``datasets`` (gigabytes), which neither ``guidellm mock-server``
-nor ``guidellm benchmark`` against a server with ``--processor`` unset need. The pins are the
+dependencies include ``torch`` and ``datasets`` (gigabytes), which ``guidellm mock-server`` does not
+need; its client (``guidellm run``) does — it imports both unconditionally — so ``bench/peers.py``
+uses a second venv, ``guidellm-client``, with the CPU build of torch pinned. The pins are the
 versions these benchmarks ran with. ``RAMPLAB_PEER_CACHE`` moves the cache (default
 ``~/.cache/ramplab/peers``); a venv is rebuilt when its requirement list changes.
 """
@@ -40,6 +41,17 @@ GUIDELLM = Peer(
     ),
     command="guidellm",
 )  # fmt: skip
+
+# GuideLLM's client (`guidellm benchmark`) imports torch and datasets unconditionally; only
+# bench/peers.py uses this venv, so the truth test's GUIDELLM venv (built by `make test`) stays
+# light. torch is pinned exactly: this pin resolves to a CPU build here, a bare `torch` to the CUDA
+# stack.
+GUIDELLM_CLIENT = Peer(
+    name="guidellm-client",
+    no_deps=GUIDELLM.no_deps,
+    requirements=(*GUIDELLM.requirements, "torch==2.13.0", "datasets==5.2.0"),
+    command="guidellm",
+)
 
 AIPERF = Peer(name="aiperf", no_deps=(), requirements=("aiperf==0.13.0",), command="aiperf")
 
@@ -91,7 +103,7 @@ def _install(peer: Peer, venv: Path, log: Path | None) -> None:
             out.close()
 
 
-PEERS = {peer.name: peer for peer in (GUIDELLM, AIPERF)}
+PEERS = {peer.name: peer for peer in (GUIDELLM, GUIDELLM_CLIENT, AIPERF)}
 
 if __name__ == "__main__":
     # python -m bench.peer_env guidellm [aiperf]: build the venvs ahead of their first use.

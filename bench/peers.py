@@ -1,5 +1,6 @@
-"""The peers as clients of our target: ramplab and NVIDIA AIPerf drive the same paced target at the
-same constant rates, and each is checked against the target's own record of every request.
+"""The peers as clients of our target: ramplab, NVIDIA AIPerf and GuideLLM drive the same paced
+target at the same constant rates, and each is checked against the target's own record of every
+request.
 
 The target (one process, ``bench/servers.py``) streams 16 tokens, one per event, 20 ms apart after
 a 20 ms prefill, jitter 0, signing off, and with ``timing_detail`` writes into each stream's last
@@ -8,17 +9,24 @@ request arrived). For every request a tool measured:
 
 * TTFT error = the tool's TTFT − the target's (``events_ms[0]``): it holds the request's trip in
   and the first token's trip back, so it is above 0 for any client;
-* ITL error = |the tool's gap − the target's gap| for the same two content events.
+* ITL error = |the tool's gap − the target's gap| for the same two content events;
+* decode-span error = |the tool's (last token − first token) − the target's|: the only timing
+  error GuideLLM's records allow (it keeps the first and the last token's times and a count, not
+  each token's), so the one all three tools are compared on.
 
 ramplab reads ``events_ms`` from its own records (``server_events_ms``); AIPerf ignores the
 comment, but its raw export (``--export-level raw``) keeps every SSE packet it read with its
 ``perf_ns`` stamp, the comment included, so both sides of the comparison come from the same
 stream. Each tool runs once per rate: ``locust -f locustfiles/llm_ramp.py`` (one process, the open-
 loop engine, constant arrivals) and ``aiperf profile --request-rate R --arrival-pattern constant``
-(its own process tree: controller, timing manager, workers, record processors). CPU is the user +
+(its own process tree: controller, timing manager, workers, record processors) and ``guidellm run
+--profile kind=constant`` (its client, which needs torch: a venv of its own with the CPU build,
+``bench/peer_env.py``; main process and worker processes). GuideLLM discards SSE comments, so the
+target runs under ``bench/timing_tap.py``, which copies each stream's timing comment with its
+completion id to a file; GuideLLM's JSON report keeps the id (``response_id``). CPU is the user +
 system time of the whole tree of each tool over its measured window, per stream started in it.
 
-GuideLLM and ``vllm bench serve`` are not here; the section written says why (``NOT_RUN``).
+``vllm bench serve`` is not here; the section written says why (``NOT_RUN``).
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,10 +49,11 @@ import httpx
 import numpy as np
 import psutil
 
-from bench.peer_env import AIPERF, ensure
-from bench.servers import REPO, target
+from bench.peer_env import AIPERF, GUIDELLM_CLIENT, ensure
+from bench.servers import REPO, server
+from target_service.embedded_redis import free_port
 
-RATES = tuple(float(v) for v in os.environ.get("BENCH_PEER_RATES", "10,40,100").split(","))
+RATES = tuple(float(v) for v in os.environ.get("BENCH_PEER_RATES", "10,40,100,200").split(","))
 HOLD_S = 8.0
 WARM_S = 2.0
 TOKENS = 16
@@ -65,18 +74,9 @@ TARGET_ENV = {
 }
 MODEL = "ramplab-sim-1"
 NOT_RUN = (
-    "- **GuideLLM** (0.8.1) is not in the table: its mock server installs without torch (it "
-    "is the foreign server of *Truth against a foreign server* above), but its client does not "
-    "— `guidellm run` imports `guidellm.data.loaders.torch`, which imports `torch` "
-    "unconditionally (checked: with every other runtime dependency installed, `guidellm run "
-    "--backend kind=openai_http,...` stops at `ModuleNotFoundError: No module named 'torch'`), "
-    "and it also needs `datasets`. torch's wheels on the package index bring the CUDA stack "
-    "(gigabytes); a light, CPU-only install is not possible from the index alone. So the goal "
-    "*one worker core sustains ≥ 2× the streams/s GuideLLM sustains per process* is not "
-    "measured.\n"
     "- **`vllm bench serve`** ships in the `vllm` package: `pip install --dry-run vllm` "
     "(0.34.0, run on 2026-12-03) resolves `torch==2.14.0` and the NVIDIA CUDA wheels (cuBLAS, "
-    "NVRTC, NVSHMEM, triton, …) — the GPU stack; not installed, for the same reason.\n"
+    "NVRTC, NVSHMEM, triton, …) — the GPU stack (gigabytes); not installed.\n"
 )
 
 
@@ -129,6 +129,7 @@ class Stream:
     ttlt_ms: float
     itl_ms: list[float]
     server_events_ms: list[float]
+    per_gap: bool = True  # False: itl_ms holds the stream's mean gap, once per gap (GuideLLM)
 
 
 @dataclass
@@ -147,14 +148,22 @@ class Run:
         starts = sorted(s.start for s in self.streams)
         if len(starts) < 2:
             return 0.0
-        return (len(starts) - 1) / (starts[-1] - starts[0])
+        spread = (len(starts) - 1) / (starts[-1] - starts[0])
+        # The rate over the starts' own spread misses a tool that stopped starting streams before
+        # the window closed (GuideLLM at 200/s did): the window's count bounds it.
+        return min(spread, len(starts) / (self.window[1] - self.window[0]))
 
     def values(self, what: str) -> list[float]:
         out: list[float] = []
         for s in self.streams:
             if what == "ttft_err":
                 out.append(s.ttft_ms - s.server_events_ms[0])
+            elif what == "span_err":
+                span = s.server_events_ms[-1] - s.server_events_ms[0]
+                out.append(abs(sum(s.itl_ms) - span))
             elif what == "itl_err":
+                if not s.per_gap:
+                    continue
                 gaps = np.diff(s.server_events_ms)
                 out += [abs(c - g) for c, g in zip(s.itl_ms, gaps, strict=True)]
             elif what == "itl":
@@ -173,7 +182,15 @@ class Run:
 
     @property
     def holds(self) -> bool:
-        return self.achieved >= ON_RATE * self.rate and self.pct("itl_err", 99) < LIMIT_MS
+        return self.holds_on("itl_err")
+
+    def holds_on(self, error: str) -> bool:
+        """Achieved ≥ ``ON_RATE`` × requested and ``error``'s p99 below ``LIMIT_MS``."""
+        return self.achieved >= ON_RATE * self.rate and self.pct(error, 99) < LIMIT_MS
+
+    @property
+    def cores(self) -> float:
+        return self.cpu_s / (self.window[1] - self.window[0])
 
 
 def _content(data: str) -> bool:
@@ -239,6 +256,38 @@ def ramplab_streams(requests_jsonl: Path) -> tuple[list[Stream], int]:
         streams.append(
             Stream(r["actual_start"], r["ttft_send_ms"], r["ttlt_send_ms"], r["itl_ms"], events)
         )
+    return streams, errors
+
+
+def guidellm_streams(report_json: Path, tap_jsonl: Path) -> tuple[list[Stream], int]:
+    """GuideLLM's JSON report + the target's comments (``bench/timing_tap.py``), paired by
+    completion id → streams, and requests that failed or could not be paired."""
+    server: dict[str, list[float]] = {}
+    for line in tap_jsonl.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("id") and isinstance(record.get("events_ms"), list):
+            server[record["id"]] = [float(v) for v in record["events_ms"]]
+    streams: list[Stream] = []
+    errors = 0
+    for benchmark in json.loads(report_json.read_text())["benchmarks"]:
+        requests = benchmark["requests"]
+        errors += len(requests.get("errored") or ())
+        for r in requests.get("successful") or ():
+            timings = r["info"]["timings"]
+            start = timings.get("request_start")
+            first = timings.get("first_token_iteration")
+            last = timings.get("last_token_iteration")
+            count = timings.get("token_iterations") or 0
+            events = server.get(r.get("response_id") or "")
+            if events is None or start is None or first is None or last is None:
+                errors += 1
+                continue
+            if count != len(events) or count < 2:
+                errors += 1
+                continue
+            ttft, ttlt = (first - start) * 1000.0, (last - start) * 1000.0
+            mean_gap = (ttlt - ttft) / (count - 1)
+            streams.append(Stream(start, ttft, ttlt, [mean_gap] * (count - 1), events, False))
     return streams, errors
 
 
@@ -312,6 +361,56 @@ def run_aiperf(port: int, rate: float, workdir: Path, tokenizer: Path) -> Run:
     return Run("aiperf", rate, inside, (begin, end), sampler.cpu_s(begin, end), errors)
 
 
+@contextlib.contextmanager
+def tapped_target(tap: Path) -> Iterator[int]:
+    """The target of ``TARGET_ENV`` under ``bench/timing_tap.py``, writing to ``tap``."""
+    port = free_port()
+    command = [sys.executable, "-m", "bench.timing_tap", str(tap), "--port", str(port)]
+    env = {"APP_CONFIG_FILE": str(REPO / "configs" / "app.toml"), **TARGET_ENV}
+    with server(command, f"http://127.0.0.1:{port}/healthz", env):
+        yield port
+
+
+def run_guidellm(port: int, rate: float, workdir: Path, tokenizer: Path, tap: Path) -> Run:
+    script = ensure(GUIDELLM_CLIENT, workdir / "guidellm-install.log")
+    report = workdir / f"guidellm-{rate:g}.json"
+    backend = {
+        "kind": "openai_http",
+        "target": f"http://127.0.0.1:{port}",
+        "model": MODEL,
+        "api_routes": {"/health": "healthz"},  # its start-up check; ours is /healthz
+        "extras": {"body": {"timing_detail": True}},
+    }
+    data = {"kind": "synthetic_text", "prompt_tokens": 4, "output_tokens": TOKENS}
+    command = [str(script), "run", "--backend", json.dumps(backend)]
+    command += ["--profile", json.dumps({"kind": "constant", "rate": [rate]})]
+    # One second past the window: the streams still open when it stops are "incomplete".
+    duration = {"kind": "max_duration", "seconds": WARM_S + HOLD_S + 1.0}
+    command += ["--constraint", json.dumps(duration), "--data", json.dumps(data)]
+    command += ["--tokenizer", json.dumps({"kind": "huggingface_auto", "model": str(tokenizer)})]
+    command += ["--output", json.dumps({"kind": "json", "path": str(report)})]
+    command += ["--disable-console"]
+    # Offline: the tokenizer is a local directory and the data synthetic; these make any attempt
+    # to reach the Hugging Face hub fail instead of downloading.
+    offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    log = (workdir / f"guidellm-{rate:g}.log").open("wb")
+    process = subprocess.Popen(
+        command, cwd=workdir, env={**os.environ, **offline}, stdout=log, stderr=subprocess.STDOUT
+    )
+    sampler = TreeCpu(process.pid)
+    sampler.start()
+    try:
+        process.wait(timeout=300)
+    finally:
+        sampler.stop()
+        log.close()
+    streams, errors = guidellm_streams(report, tap)
+    first = min(s.start for s in streams)
+    begin, end = first + WARM_S, first + WARM_S + HOLD_S
+    inside = _window(streams, begin, end)
+    return Run("guidellm", rate, inside, (begin, end), sampler.cpu_s(begin, end), errors)
+
+
 def _tokenizer(workdir: Path) -> Path:
     directory = workdir / "byte-tokenizer"
     python = ensure(AIPERF).parent / "python"
@@ -328,11 +427,10 @@ def _table(runs: list[Run]) -> list[str]:
     lines = [
         "| rate | tool | achieved ÷ requested | streams | errors | TTFT p50 / p99 ms | "
         "ITL p50 / p99 ms | TTLT p50 / p99 ms | TTFT err p50 / p99 ms | ITL err p50 / p99 ms | "
-        "CPU ms per stream | cores |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "span err p50 / p99 ms | CPU ms per stream | cores |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
-        cores = run.cpu_s / (run.window[1] - run.window[0])
         lines.append(
             f"| {run.rate:g} | {run.tool} | {run.achieved / run.rate:.3f} | {len(run.streams)} | "
             f"{run.errors} | {_f(run.pct('ttft_ms', 50))} / {_f(run.pct('ttft_ms', 99))} | "
@@ -340,48 +438,73 @@ def _table(runs: list[Run]) -> list[str]:
             f"{_f(run.pct('ttlt_ms', 50))} / {_f(run.pct('ttlt_ms', 99))} | "
             f"{_f(run.pct('ttft_err', 50), 3)} / {_f(run.pct('ttft_err', 99), 3)} | "
             f"{_f(run.pct('itl_err', 50), 3)} / {_f(run.pct('itl_err', 99), 3)} | "
-            f"{_f(run.cpu_ms_per_stream)} | {_f(cores)} |"
+            f"{_f(run.pct('span_err', 50), 3)} / {_f(run.pct('span_err', 99), 3)} | "
+            f"{_f(run.cpu_ms_per_stream)} | {_f(run.cores)} |"
         )
     return lines
 
 
-def _ratios(runs: list[Run]) -> list[str]:
+def _ratio(x: float, y: float) -> str:
+    return f"{x / y:.2f}×" if y > 0 and np.isfinite(x) and np.isfinite(y) else "n/a"
+
+
+def _ratios(runs: list[Run], peer: str, errors: tuple[str, ...]) -> list[str]:
+    """``peer`` ÷ ramplab at each rate, for the errors given and CPU per stream."""
+    names = {"ttft_err": "TTFT err", "itl_err": "ITL err", "span_err": "span err"}
+    heads = [f"{names[e]} p{q}" for e in errors for q in (50, 99)]
     lines = [
-        "",
-        "Ratios AIPerf ÷ ramplab at each rate (above 1: ramplab is the more exact, or the "
-        "cheaper):",
-        "",
-        "| rate | TTFT err p50 | ITL err p50 | ITL err p99 | CPU per stream |",
-        "|---:|---:|---:|---:|---:|",
+        f"| rate | {' | '.join(heads)} | CPU per stream |",
+        "|---:|" + "---:|" * (len(heads) + 1),
     ]
     for rate in RATES:
         pair = {r.tool: r for r in runs if r.rate == rate}
-        if len(pair) < 2:
+        if peer not in pair or "ramplab" not in pair:
             continue
-        a, b = pair["aiperf"], pair["ramplab"]
-
-        def ratio(x: float, y: float) -> str:
-            return f"{x / y:.2f}×" if y > 0 and np.isfinite(x) and np.isfinite(y) else "n/a"
-
-        lines.append(
-            f"| {rate:g} | {ratio(a.pct('ttft_err', 50), b.pct('ttft_err', 50))} | "
-            f"{ratio(a.pct('itl_err', 50), b.pct('itl_err', 50))} | "
-            f"{ratio(a.pct('itl_err', 99), b.pct('itl_err', 99))} | "
-            f"{ratio(a.cpu_ms_per_stream, b.cpu_ms_per_stream)} |"
-        )
+        a, b = pair[peer], pair["ramplab"]
+        cells = [_ratio(a.pct(e, q), b.pct(e, q)) for e in errors for q in (50, 99)]
+        cells.append(_ratio(a.cpu_ms_per_stream, b.cpu_ms_per_stream))
+        lines.append(f"| {rate:g} | {' | '.join(cells)} |")
     return lines
 
 
-def _capacity(runs: list[Run], tool: str) -> str:
-    held = [r for r in runs if r.tool == tool and r.holds]
-    if not held:
+def highest_held(runs: list[Run], tool: str, error: str) -> Run | None:
+    held = [r for r in runs if r.tool == tool and r.holds_on(error)]
+    return max(held, key=lambda r: r.rate) if held else None
+
+
+def _capacity(runs: list[Run], tool: str, error: str) -> str:
+    best = highest_held(runs, tool, error)
+    if best is None:
         return f"- {tool}: none of the rates tried ({', '.join(f'{r:g}' for r in RATES)} /s)"
-    best = max(held, key=lambda r: r.rate)
-    cores = best.cpu_s / (best.window[1] - best.window[0])
     more = " (the highest tried: its limit lies beyond)" if best.rate == max(RATES) else ""
     return (
-        f"- {tool}: {best.rate:g} streams/s{more}, achieved {best.achieved:.1f}/s, ITL error p99 "
-        f"{best.pct('itl_err', 99):.3f} ms, using {cores:.2f} cores"
+        f"- {tool}: {best.rate:g} streams/s{more}, achieved {best.achieved:.1f}/s, "
+        f"{error.replace('_err', '')} error p99 {best.pct(error, 99):.3f} ms, "
+        f"using {best.cores:.2f} cores"
+    )
+
+
+def goal_line(runs: list[Run]) -> str:
+    """Issue 16's goal: ramplab's streams/s held ≥ 2 × GuideLLM's, at equal (span) error."""
+    ours = highest_held(runs, "ramplab", "span_err")
+    theirs = highest_held(runs, "guidellm", "span_err")
+    if ours is None or theirs is None:
+        who = "ramplab" if ours is None else "GuideLLM"
+        return f"Goal *ramplab ≥ 2 × GuideLLM streams/s held*: not decided — {who} held none."
+    ratio = ours.rate / theirs.rate
+    capped = ours.rate == max(RATES)
+    if ratio >= 2:
+        verdict = "met"
+    elif capped:
+        verdict = "not shown: ramplab held the highest rate tried, so its limit is higher"
+    else:
+        verdict = "not met"
+    per_core = (ours.rate / ours.cores) / (theirs.rate / theirs.cores)
+    return (
+        f"Goal *one ramplab worker core sustains ≥ 2 × the streams/s GuideLLM sustains per "
+        f"process at equal error* (span error p99 < {LIMIT_MS:g} ms): ramplab {ours.rate:g} "
+        f"÷ GuideLLM {theirs.rate:g} = {ratio:.2f}× ({'at least, ' if capped else ''}{verdict}); "
+        f"streams/s per core used at those rates: {per_core:.2f}×."
     )
 
 
@@ -389,45 +512,71 @@ def run() -> str:
     workdir = Path(tempfile.mkdtemp(prefix="bench-peers-"))
     load_before = os.getloadavg()[0]
     runs: list[Run] = []
+    tap = workdir / "target-timing.jsonl"
     try:
         tokenizer = _tokenizer(workdir)
-        with target(TARGET_ENV) as port:
+        ensure(GUIDELLM_CLIENT, workdir / "guidellm-install.log")  # before the clock starts
+        with tapped_target(tap) as port:
             httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5.0).raise_for_status()
             for rate in RATES:  # the tools take turns at each rate
                 runs.append(run_ramplab(port, rate, workdir))
                 runs.append(run_aiperf(port, rate, workdir, tokenizer))
+                runs.append(run_guidellm(port, rate, workdir, tokenizer, tap))
     finally:
         load_after = os.getloadavg()[0]
         if not os.environ.get("BENCH_KEEP"):
             shutil.rmtree(workdir, ignore_errors=True)
     stream_s = (PREFILL_MS + (TOKENS - 1) * ITL_MS) / 1000.0
     lines = [
-        "## Peers as clients of our target: ramplab vs NVIDIA AIPerf",
+        "## Peers as clients of our target: ramplab vs NVIDIA AIPerf vs GuideLLM",
         "",
         f"One target process streams {TOKENS} tokens, one per event, {ITL_MS:g} ms apart after "
         f"a {PREFILL_MS:g} ms prefill ({stream_s:.2f} s a stream), jitter 0, decode slowdown 0, "
         "signing off, and "
         "discloses when it sent every content event (`timing_detail`). Each tool drives it at "
         f"constant rates of {', '.join(f'{r:g}' for r in RATES)} streams/s, {HOLD_S:g} s "
-        f"measured after {WARM_S:g} s of warm-up, the two tools taking turns at each rate: "
+        f"measured after {WARM_S:g} s of warm-up, the three tools taking turns at each rate: "
         "ramplab as ONE `locust -f locustfiles/llm_ramp.py` process (open-loop engine, "
         "`--ramplab-arrivals constant`), AIPerf 0.13.0 (its own venv, `bench/peer_env.py`; "
         "an offline byte-level tokenizer, `bench/byte_tokenizer.py`, and the server's token "
         "counts) as `aiperf profile --request-rate R --arrival-pattern constant`, its whole "
-        "process tree. Times are each tool's own (TTFT from its send); errors are against the "
-        "target's record of the same request (`bench/peers.py` explains both). CPU: the tool's "
-        "process tree, user + system, over the measured window. Load average (1 min) "
-        f"{load_before:.2f} before the run and {load_after:.2f} after it, on 2 cores shared with "
-        "other engineers' jobs: one noisy sample — read the ratios.",
+        "process tree, and GuideLLM 0.8.1 (its own venv with torch 2.13.0, CPU build; the same "
+        "tokenizer, offline) as `guidellm run --profile kind=constant,rate=R` with synthetic "
+        f"data ({TOKENS} output tokens), its whole process tree. Times are each tool's own (TTFT "
+        "from its send); errors are against the target's record of the same request "
+        "(`bench/peers.py` explains them; GuideLLM keeps only the first and last token's times, "
+        "so its ITL is each stream's mean gap and its per-gap ITL error is n/a — the *span "
+        "error*, first to last token, is the error all three are compared on; the target runs "
+        "under `bench/timing_tap.py` so that GuideLLM's requests can be matched to the "
+        "target's record). CPU: the tool's process tree, user + system, over the measured "
+        f"window. Load average (1 min) {load_before:.2f} before the run and {load_after:.2f} "
+        "after it, on 2 cores shared with other engineers' jobs: one noisy sample — read the "
+        "ratios.",
         "",
         *_table(runs),
-        *_ratios(runs),
+        "",
+        "Ratios AIPerf ÷ ramplab at each rate (above 1: ramplab is the more exact, or the "
+        "cheaper):",
+        "",
+        *_ratios(runs, "aiperf", ("ttft_err", "itl_err", "span_err")),
+        "",
+        "Ratios GuideLLM ÷ ramplab at each rate:",
+        "",
+        *_ratios(runs, "guidellm", ("ttft_err", "span_err")),
         "",
         f"Highest rate held (achieved ≥ {ON_RATE:g} × requested and ITL error p99 < "
         f"{LIMIT_MS:g} ms):",
         "",
-        _capacity(runs, "ramplab"),
-        _capacity(runs, "aiperf"),
+        _capacity(runs, "ramplab", "itl_err"),
+        _capacity(runs, "aiperf", "itl_err"),
+        "",
+        f"Highest rate held with span error p99 < {LIMIT_MS:g} ms (the error GuideLLM allows):",
+        "",
+        _capacity(runs, "ramplab", "span_err"),
+        _capacity(runs, "aiperf", "span_err"),
+        _capacity(runs, "guidellm", "span_err"),
+        "",
+        goal_line(runs),
         "",
         "Not measured:",
         "",
