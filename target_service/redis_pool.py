@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
@@ -120,7 +121,15 @@ class RedisPool:
         bound = self.settings.wait_timeout_s + 2 * self.op_timeout_s
         try:
             async with asyncio.timeout(bound):
-                result = await call(self.client)
+                try:
+                    result = await call(self.client)
+                except RedisConnectionError:
+                    # A pooled connection to a Redis that went away (restarted) fails once, and
+                    # redis-py then drops it: one more try gets a fresh connection, so a Redis that
+                    # is back is not answered with a 503 per stale connection. A command that
+                    # failed so was never seen by the new server; a Redis still down refuses the
+                    # second connect at once.
+                    result = await call(self.client)
         except REDIS_FAILURES as exc:
             _raise_lost_cancel(task, cancels_before)
             self._metrics.redis_errors_total.labels(operation).inc()

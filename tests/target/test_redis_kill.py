@@ -88,9 +88,11 @@ def test_redis_killed_and_restarted(target: TargetProcess, private_redis: Embedd
         thread.start()
     try:
         time.sleep(HEALTHY_S)
+        kill_sent = time.monotonic()  # answers that ended before this saw a live Redis
         private_redis.kill()
         killed = time.monotonic()  # the server is gone (reaped) from here on
         time.sleep(OUTAGE_S)
+        restart_sent = time.monotonic()  # Redis may answer before start() returns
         private_redis.start()
         back = time.monotonic()
         time.sleep(AFTER_S)
@@ -103,14 +105,24 @@ def test_redis_killed_and_restarted(target: TargetProcess, private_redis: Embedd
     assert statuses <= {200, 503}, f"unexpected statuses {statuses}"
     refused = [a for a in answers if a.status == 503]
     assert refused, "no 503 during the outage"
-    assert all(a.retry_after == "1" and a.code == "redis_unavailable" for a in refused)
+    assert all(a.retry_after == "1" and a.code == "redis_unavailable" for a in refused), {
+        (a.retry_after, a.code) for a in refused
+    }
 
-    before = [a for a in answers if a.done < killed]
+    # Between the SIGKILL and its reaping a request may already be refused: that is the
+    # outage, not the healthy phase (a 503 there failed one CI run).
+    before = [a for a in answers if a.done < kill_sent]
     assert before
-    assert all(a.status == 200 for a in before)
+    assert all(a.status == 200 for a in before), [
+        (round(a.sent - kill_sent, 4), round(a.done - kill_sent, 4), a.status)
+        for a in before
+        if a.status != 200
+    ]
     first_503 = min(a.done for a in refused)
-    assert first_503 - killed <= FIRST_503_S, f"first 503 {first_503 - killed:.3f} s after kill"
-    during = [a for a in answers if killed <= a.sent and a.done <= back]
+    assert first_503 - kill_sent <= FIRST_503_S, (
+        f"first 503 {first_503 - kill_sent:.3f} s after the kill"
+    )
+    during = [a for a in answers if killed <= a.sent and a.done <= restart_sent]
     assert during
     assert all(a.status == 503 for a in during)
     slowest = max(a.done - a.sent for a in during)
@@ -118,7 +130,7 @@ def test_redis_killed_and_restarted(target: TargetProcess, private_redis: Embedd
 
     first_ok = min((a.done for a in answers if a.status == 200 and a.sent >= back), default=None)
     print(
-        f"redis kill: {len(answers)} answers, first 503 {1000 * (first_503 - killed):.1f} ms"
+        f"redis kill: {len(answers)} answers, first 503 {1000 * (first_503 - kill_sent):.1f} ms"
         f" after the kill, slowest outage answer {1000 * slowest:.1f} ms, first 200"
         f" {'none' if first_ok is None else f'{1000 * (first_ok - back):.1f} ms'} after Redis"
         " answered again"
