@@ -8,10 +8,11 @@ setting and its pool never shrinks, so the mapping is:
 * ``maxIdle 16`` → 16 connections opened at start-up (``prewarm``), so the first requests do not
   pay for connects. Connections opened later under load stay open until the process ends.
 
-Short socket and connect timeouts (``redis_timeout_s``) and no client-side retries: a blackholed
-Redis would otherwise hold a request for about a minute. Every operation is additionally bounded by
-``asyncio.timeout`` so that *no* Redis state can make a request hang; any failure becomes
-``RedisUnavailable``, which handlers answer with a 503 and ``Retry-After``.
+Short socket and connect timeouts (``redis_timeout_s``) and no redis-py retries: a blackholed
+Redis would otherwise hold a request for about a minute (``run`` tries once more only after a
+connection error, for the stale sockets a restarted Redis leaves in the pool). Every operation is
+additionally bounded by ``asyncio.timeout`` so that *no* Redis state can make a request hang; any
+failure becomes ``RedisUnavailable``, which handlers answer with a 503 and ``Retry-After``.
 
 Capacity rule (§5 checklist): ``max_connections × processes ≤ capacity_ratio × maxclients``, with
 Redis' ``maxclients`` read by ``CONFIG GET`` at start-up; ``capacity_check`` decides whether a
