@@ -59,7 +59,10 @@ def test_embedded_redis_stops_when_the_target_pid_is_signalled(
     with target:
         port = _embedded_port(log)
         assert _accepts(port)
-        assert target.process is not None
-        os.kill(target.process.pid, signum)  # the pid only, never the group
-        target.process.wait(timeout=20)
+        # Held here: `target.process` is None as soon as the process has died, which after a
+        # SIGKILL can be before the next line runs (failed one CI run).
+        process = target.process
+        assert process is not None
+        os.kill(process.pid, signum)  # the pid only, never the group
+        process.wait(timeout=20)
         assert _wait_closed(port), f"redis-server on {port} outlived the target ({signum.name})"
