@@ -332,6 +332,22 @@ def run_ramplab(
     return Run("ramplab", rate, inside, (begin, end), sampler.cpu_s(begin, end), errors, peak_rss)
 
 
+def _run_sampled(
+    command: list[str], log_path: Path, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> TreeCpu:
+    """Run a peer's ``command`` to its end (5 minutes at most), its output in ``log_path``, with
+    the CPU of its process tree sampled throughout."""
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        sampler = TreeCpu(process.pid)
+        sampler.start()
+        try:
+            process.wait(timeout=300)
+        finally:
+            sampler.stop()
+    return sampler
+
+
 def run_aiperf(port: int, rate: float, workdir: Path, tokenizer: Path) -> Run:
     script = ensure(AIPERF, workdir / "aiperf-install.log")
     out = workdir / f"aiperf-{rate:g}"
@@ -344,16 +360,8 @@ def run_aiperf(port: int, rate: float, workdir: Path, tokenizer: Path) -> Run:
     command += ["--extra-inputs", "timing_detail:true", "--extra-inputs", "ignore_eos:true"]
     command += ["--export-http-trace", "--export-level", "raw", "--ui", "none"]
     command += ["--artifact-dir", str(out)]
-    log = (workdir / f"aiperf-{rate:g}.log").open("wb")
     # Not HF_HUB_OFFLINE: with it set, AIPerf takes the tokenizer's directory for a hub name.
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    sampler = TreeCpu(process.pid)
-    sampler.start()
-    try:
-        process.wait(timeout=300)
-    finally:
-        sampler.stop()
-        log.close()
+    sampler = _run_sampled(command, workdir / f"aiperf-{rate:g}.log")
     streams, errors = aiperf_streams(out / "profile_export_raw.jsonl")
     begin = min(s.start for s in streams)
     end = begin + HOLD_S
@@ -393,17 +401,9 @@ def run_guidellm(port: int, rate: float, workdir: Path, tokenizer: Path, tap: Pa
     # Offline: the tokenizer is a local directory and the data synthetic; these make any attempt
     # to reach the Hugging Face hub fail instead of downloading.
     offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    log = (workdir / f"guidellm-{rate:g}.log").open("wb")
-    process = subprocess.Popen(
-        command, cwd=workdir, env={**os.environ, **offline}, stdout=log, stderr=subprocess.STDOUT
+    sampler = _run_sampled(
+        command, workdir / f"guidellm-{rate:g}.log", cwd=workdir, env={**os.environ, **offline}
     )
-    sampler = TreeCpu(process.pid)
-    sampler.start()
-    try:
-        process.wait(timeout=300)
-    finally:
-        sampler.stop()
-        log.close()
     streams, errors = guidellm_streams(report, tap)
     first = min(s.start for s in streams)
     begin, end = first + WARM_S, first + WARM_S + HOLD_S
