@@ -22,6 +22,13 @@ StartThreadTarget = Callable[[dict[str, str]], ThreadTarget]
 
 
 @pytest.fixture
+def private_redis() -> Iterator[EmbeddedRedis]:
+    """A Redis of the test's own, for tests that kill or stop it."""
+    with EmbeddedRedis() as server:
+        yield server
+
+
+@pytest.fixture
 def start_target(redis_server: EmbeddedRedis) -> Iterator[StartTarget]:
     """Start real target processes sharing the session's Redis; all are stopped after the test."""
     started: list[TargetProcess] = []

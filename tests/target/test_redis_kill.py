@@ -46,12 +46,6 @@ class Answer:
 
 
 @pytest.fixture
-def private_redis() -> Iterator[EmbeddedRedis]:
-    with EmbeddedRedis() as server:
-        yield server
-
-
-@pytest.fixture
 def target(private_redis: EmbeddedRedis, tmp_path: Path) -> Iterator[TargetProcess]:
     env = target_env(private_redis, ratelimit__client_limit=1_000_000, ratelimit__period_s=1)
     with TargetProcess(env, log_path=tmp_path / "target.log") as process:
