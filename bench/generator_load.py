@@ -4,11 +4,14 @@ One ``locust -f locustfiles/llm_ramp.py`` process (one worker core at most: one 
 GIL) drives the paced target open-loop at constant rates; 16 tokens 200 ms apart after a 20 ms
 prefill make a stream last 3.02 s, so a rate of R streams/s keeps ~3 × R streams in flight —
 ``RATES`` gives ~30 and ~300. Errors against the target's own send times (``timing_detail``), as
-in ``peers.py``. Memory per concurrent stream = (peak RSS at the high rate − peak RSS at the low
-rate) ÷ (the difference in streams in flight, measured: the streams' summed durations over the
-window): the interpreter, Locust and the imports cancel. A level whose achieved rate falls below
-0.95 × the requested one fell behind (the generator, the target or the machine), and its errors
-measure that lateness rather than the stamping.
+in ``peers.py``. Memory per concurrent stream = (RSS at the high rate − RSS at the low rate) ÷
+(the difference in streams in flight, measured: the streams' summed durations over the window),
+RSS being the median of the samples (every 0.25 s) inside the measured window: the steady state
+the streams hold, while the interpreter, Locust and the imports cancel. The peak over the whole
+process is shown too; at start-up and in the end-of-run summary it moves by a few MiB from run to
+run, which is ±10 KiB per stream across ~270 streams, so it does not measure a stream. A level
+whose achieved rate falls below 0.95 × the requested one fell behind (the generator, the target or
+the machine), and its errors measure that lateness rather than the stamping.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ def run() -> str:
             shutil.rmtree(workdir, ignore_errors=True)
     low, high = runs
     in_flight = [_in_flight(r) for r in runs]
-    kib = (high.rss_mib - low.rss_mib) * 1024.0 / (in_flight[1] - in_flight[0])
+    kib = (high.rss_window_mib - low.rss_window_mib) * 1024.0 / (in_flight[1] - in_flight[0])
     itl_p99 = high.pct("itl_err", 99)
     on_time = high.achieved >= ON_TIME * high.rate
     lines = [
@@ -79,8 +82,8 @@ def run() -> str:
         f"{load_before:.2f} before, {load_after:.2f} after, on 2 shared cores.",
         "",
         "| streams/s | in flight | achieved ÷ requested | errors | ITL err p50 / p99 ms | "
-        "TTFT err p50 / p99 ms | CPU ms per stream | cores | peak RSS MiB |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "TTFT err p50 / p99 ms | CPU ms per stream | cores | RSS in window MiB | peak RSS MiB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run, flight in zip(runs, in_flight, strict=True):
         cores = run.cpu_s / (run.window[1] - run.window[0])
@@ -88,7 +91,8 @@ def run() -> str:
             f"| {run.rate:g} | {flight:.0f} | {run.achieved / run.rate:.3f} | {run.errors} | "
             f"{run.pct('itl_err', 50):.3f} / {run.pct('itl_err', 99):.3f} | "
             f"{run.pct('ttft_err', 50):.3f} / {run.pct('ttft_err', 99):.3f} | "
-            f"{run.cpu_ms_per_stream:.2f} | {cores:.2f} | {run.rss_mib:.1f} |"
+            f"{run.cpu_ms_per_stream:.2f} | {cores:.2f} | {run.rss_window_mib:.1f} | "
+            f"{run.rss_mib:.1f} |"
         )
     lines += [
         "",

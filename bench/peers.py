@@ -140,7 +140,8 @@ class Run:
     window: tuple[float, float]
     cpu_s: float
     errors: int
-    rss_mib: float = float("nan")
+    rss_mib: float = float("nan")  # peak over the whole process
+    rss_window_mib: float = float("nan")  # median over the measured window (steady state)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -316,11 +317,11 @@ def run_ramplab(
     process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     sampler = TreeCpu(process.pid)
     sampler.start()
-    peak_rss = 0.0
+    rss: list[tuple[float, float]] = []  # (epoch, MiB)
     try:
         while process.poll() is None:
             with contextlib.suppress(psutil.Error):
-                peak_rss = max(peak_rss, psutil.Process(process.pid).memory_info().rss / 2**20)
+                rss.append((time.time(), psutil.Process(process.pid).memory_info().rss / 2**20))
             time.sleep(0.25)
     finally:
         sampler.stop()
@@ -329,7 +330,10 @@ def run_ramplab(
     first = min(s.start for s in streams)
     begin, end = first + warm_s, first + warm_s + hold_s
     inside = _window(streams, begin, end)
-    return Run("ramplab", rate, inside, (begin, end), sampler.cpu_s(begin, end), errors, peak_rss)
+    peak = max(mib for _, mib in rss)
+    steady = float(np.median([mib for at, mib in rss if begin <= at <= end]))
+    cpu_s = sampler.cpu_s(begin, end)
+    return Run("ramplab", rate, inside, (begin, end), cpu_s, errors, peak, steady)
 
 
 def _run_sampled(

@@ -24,7 +24,7 @@ import httpx
 import orjson
 
 from ramplab.errors import IntegrityError
-from ramplab.measure.client import PhaseTrace, TimedStream
+from ramplab.measure.client import MeasuredClient, PhaseTrace, TimedStream
 from ramplab.measure.integrity import ERROR_KIND, SIGNATURE_COMMENT, Signature, Verifier
 from ramplab.measure.sse import SSEEvent, SSEParser
 
@@ -239,7 +239,7 @@ def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
 
 
 def run_attempt(
-    client: httpx.Client,
+    client: MeasuredClient,
     url: str,
     body: Mapping[str, Any],
     headers: Mapping[str, str],
@@ -249,7 +249,9 @@ def run_attempt(
 ) -> AttemptResult:
     """Send one chat completion and measure it; never raises for network or protocol failures."""
     trace = PhaseTrace(clock)
-    payload = orjson.dumps(body)
+    # orjson hands back its whole 4 KiB write buffer as the bytes object; the request holds the
+    # payload until the stream ends, so an exact-size copy keeps 4 KiB per stream in flight free.
+    payload = memoryview(orjson.dumps(body)).tobytes()
     stream = bool(body.get("stream", False))
     result = AttemptResult(sent_at=clock(), sent_epoch=wall())
     if isinstance(body.get("seed"), int):
@@ -264,7 +266,7 @@ def run_attempt(
             headers={"content-type": "application/json", **headers},
             extensions={"trace": trace},
         )
-        response = client.send(request, stream=True)
+        response = client.open(request)
         try:
             result.headers_at = trace.headers_at or clock()
             stream_of = response.extensions.get("network_stream")

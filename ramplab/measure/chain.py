@@ -12,10 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
-
 from ramplab.errors import AuthError
 from ramplab.measure.attempt import AttemptResult, run_attempt, verify_attempt
+from ramplab.measure.client import MeasuredClient
 from ramplab.measure.integrity import Verifier
 from ramplab.measure.phases import note_phases
 from ramplab.measure.record import AttemptRecord, RequestRecord
@@ -115,7 +114,7 @@ class RequestChain:
 
     def __init__(
         self,
-        client: httpx.Client,
+        client: MeasuredClient,
         endpoint: Endpoint,
         auth: Auth | None = None,
         retry: RetryPolicy | None = None,

@@ -25,6 +25,7 @@ from ramplab.measure.chain import Auth, NoAuth
 from ramplab.measure.client import (
     ClientOptions,
     DnsCache,
+    MeasuredClient,
     PollFactory,
     make_client,
     ssl_context,
@@ -154,7 +155,7 @@ class UserContext:
             _model=settings.model,
         )
 
-    def new_client(self) -> httpx.Client:
+    def new_client(self) -> MeasuredClient:
         """A client for one user: its own connection, the process's TLS context and DNS cache."""
         return make_client(
             client_options(self.settings), tls=self.tls, dns=self.dns, poll=self.poll

@@ -1,8 +1,15 @@
 """Hands arrivals to idle users on one worker.
 
-An idle user parks on a one-shot ``AsyncResult``; the pacer pops the longest-idle one and sets
-it, which wakes that user's greenlet. With no parked user the pacer is told so at once
+An idle user parks on a one-shot ``AsyncResult``; the pacer pops the one that parked last and
+sets it, which wakes that user's greenlet. With no parked user the pacer is told so at once
 (``False``) and counts the arrival as dropped — it never waits, which is what keeps the load open.
+
+Last in, first out: the users the sizing's headroom adds beyond the streams in flight then stay
+parked at the bottom of the stack and never open a connection or run the request path, so they
+cost a parked greenlet each, and the busy users' connections are the ones most recently used
+(least likely closed by the server's keep-alive timeout). Handing out the longest-idle user
+instead rotated every arrival through all of them: each kept a connection open and the deepest
+stack it ever ran (``bench/generator_load.py``).
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ class Dispatcher:
         if not self._idle:
             return False
         self.begin()
-        self._idle.popleft().set(arrival)
+        self._idle.pop().set(arrival)
         return True
 
     def begin(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from functools import cached_property
 
 import gevent
 from locust import task
@@ -45,10 +46,14 @@ class RampUser(LLMStreamUser):
         self._session: tuple[str, int, int] | None = None
         super().__init__(environment)
         self.sessions: SessionSettings | None = session_settings(self.shared.settings)
-        # Its own generator (seeded from the process's): think times, ids and trace prompts are
-        # reproducible.
-        self.user_rng = random.Random(self.shared.rng.getrandbits(64))
+        # Its own generator (seeded from the process's, in the order users are made): think times,
+        # ids and trace prompts are reproducible. Made on first use, like the client.
+        self._user_seed = self.shared.rng.getrandbits(64)
         self.conversations: ConversationSource = PromptTurns(self.prompts)
+
+    @cached_property
+    def user_rng(self) -> random.Random:
+        return random.Random(self._user_seed)
 
     def make_retry_policy(self) -> RetryPolicy:
         setup = self.plugin.retry

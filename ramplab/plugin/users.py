@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any, ClassVar
 
 from locust import User, constant, task
 from locust.env import Environment
 
 from ramplab.measure.chain import Endpoint, RequestChain
+from ramplab.measure.client import MeasuredClient
 from ramplab.measure.context import UserContext
 from ramplab.measure.record import RequestRecord
 from ramplab.measure.workload import Messages, PromptSource, prompt_source, request_body
@@ -45,10 +47,19 @@ class LLMStreamUser(User):
         self.retry: RetryPolicy = self.make_retry_policy()
         settings = self.shared.settings
         self.prompts: PromptSource = prompt_source(settings, self.shared.rng, self.shared.prompts)
-        self.client = self.shared.new_client()
-        self.chain = RequestChain(
+
+    # The client and the chain are made when the user first sends: an open-loop worker keeps
+    # more users than streams in flight (the sizing's headroom), and the spare ones the
+    # dispatcher leaves parked (dispatch.py) then never hold a client at all.
+    @cached_property
+    def client(self) -> MeasuredClient:
+        return self.shared.new_client()
+
+    @cached_property
+    def chain(self) -> RequestChain:
+        return RequestChain(
             self.client,
-            Endpoint(self.shared.url, settings.request_timeout_s),
+            Endpoint(self.shared.url, self.shared.settings.request_timeout_s),
             auth=self.shared.auth,
             retry=self.retry,
             counter=self.shared.counter,
@@ -70,7 +81,8 @@ class LLMStreamUser(User):
         return None
 
     def on_stop(self) -> None:
-        self.client.close()
+        if "client" in self.__dict__:  # made on first use (above)
+            self.client.close()
 
     @task
     def chat(self) -> None:
