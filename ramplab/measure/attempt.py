@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpcore
 import httpx
 import orjson
 
@@ -95,7 +96,7 @@ def parse_server_timing(header: str) -> dict[str, float]:
     return out
 
 
-def parse_retry_after(headers: httpx.Headers) -> float | None:
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     """``retry-after-ms`` first (as the openai SDK does), then ``Retry-After`` in seconds."""
     ms = headers.get("retry-after-ms")
     if ms is not None:
@@ -112,19 +113,39 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
     return None
 
 
-def _error_kind_for(exc: httpx.HTTPError, started_body: bool) -> str:
-    if isinstance(exc, httpx.TimeoutException):
+# What sending and reading can raise: the measured request runs on httpcore (client.py's
+# ``MeasuredClient``); httpx's own errors stay for anything sent through httpx.
+HTTP_ERRORS = (
+    httpx.HTTPError,
+    httpcore.TimeoutException,
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.UnsupportedProtocol,
+    httpcore.ProxyError,
+)
+
+
+def _error_kind_for(exc: Exception, started_body: bool) -> str:
+    if isinstance(exc, httpx.TimeoutException | httpcore.TimeoutException):
         return "timeout"
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, httpx.ConnectError | httpcore.ConnectError):
         cause: BaseException | None = exc
         while cause is not None:
             if isinstance(cause, ssl.SSLError):
                 return "tls_error"
             cause = cause.__cause__ or cause.__context__
         return "connect_error"
-    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
-        return "connection_dropped" if started_body else "connect_error"
     return "connection_dropped" if started_body else "connect_error"
+
+
+def header_map(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Response headers by lower-case name; a repeated header's values joined with ", ", as
+    ``httpx.Headers.get`` gives them."""
+    out: dict[str, str] = {}
+    for key, value in raw:
+        name, text = key.decode("latin-1").lower(), value.decode("latin-1")
+        out[name] = f"{out[name]}, {text}" if name in out else text
+    return out
 
 
 # Where servers put a reasoning model's thoughts: vLLM and DeepSeek ``reasoning_content``, newer
@@ -259,41 +280,35 @@ def run_attempt(
     deadline = None if total_timeout_s is None else result.sent_at + total_timeout_s
     started_body = False
     try:
-        request = client.build_request(
-            "POST",
-            url,
-            content=payload,
-            headers={"content-type": "application/json", **headers},
-            extensions={"trace": trace},
-        )
-        response = client.open(request)
+        response = client.open(url, {"content-type": "application/json", **headers}, payload, trace)
         try:
             result.headers_at = trace.headers_at or clock()
             stream_of = response.extensions.get("network_stream")
             arrivals = stream_of if isinstance(stream_of, TimedStream) else None
             if arrivals is not None and arrivals.arrived_at is not None:
                 result.headers_at = min(result.headers_at, arrivals.arrived_at)
-            result.status = response.status_code
-            timing = response.headers.get("server-timing")
+            result.status = response.status
+            response_headers = header_map(response.headers)
+            timing = response_headers.get("server-timing")
             if timing:
                 result.server_timing_ms.update(parse_server_timing(timing))
-            result.retry_after_s = parse_retry_after(response.headers)
+            result.retry_after_s = parse_retry_after(response_headers)
             started_body = True
-            if response.status_code >= 400:
+            if response.status >= 400:
                 body_bytes = response.read()
                 result.bytes_received = len(body_bytes)
-                auth = response.status_code in (401, 403)
+                auth = response.status in (401, 403)
                 result.error_kind = "auth_error" if auth else "http_status"
                 result.error_detail = body_bytes[:500].decode("utf-8", errors="replace")
             elif stream:
                 _read_stream(response, result, clock, deadline, arrivals)
             else:
-                _read_whole(response, result, clock, deadline, arrivals)
+                _read_whole(response, response_headers, result, clock, deadline, arrivals)
         finally:
             response.close()
     except _StreamFailure as exc:
         result.error_kind, result.error_detail = exc.kind, exc.detail
-    except httpx.HTTPError as exc:
+    except HTTP_ERRORS as exc:
         result.error_kind = _error_kind_for(exc, started_body)
         result.error_detail = f"{type(exc).__name__}: {exc}"
     result.ended_at = clock()
@@ -310,15 +325,10 @@ def run_attempt(
     return result
 
 
-def _body(response: httpx.Response) -> httpx.SyncByteStream:
-    """The response's body as the transport hands it over, chunk by chunk.
-
-    ``iter_raw`` would add a generator and a re-chunker around it: a layer the CPU crosses for
-    every chunk, and (generators nest on the C stack in Python 3.11) stack every stream in flight
-    keeps saved while its greenlet waits.
-    """
+def _body(response: httpcore.Response) -> Iterable[bytes]:
+    """The response's body as the connection hands it over, chunk by chunk."""
     stream = response.stream
-    assert isinstance(stream, httpx.SyncByteStream)  # a MeasuredClient's transport is sync
+    assert isinstance(stream, Iterable)  # a MeasuredClient's pool is sync
     return stream
 
 
@@ -335,7 +345,7 @@ def _arrival(now: float, arrivals: TimedStream | None) -> float:
 
 
 def _read_stream(
-    response: httpx.Response,
+    response: httpcore.Response,
     result: AttemptResult,
     clock: Clock,
     deadline: float | None,
@@ -358,7 +368,8 @@ def _read_stream(
 
 
 def _read_whole(
-    response: httpx.Response,
+    response: httpcore.Response,
+    headers: Mapping[str, str],
     result: AttemptResult,
     clock: Clock,
     deadline: float | None,
@@ -383,7 +394,7 @@ def _read_whole(
     if isinstance(data.get("id"), str):
         result.completion_id = data["id"]
     try:
-        result.signature = Signature.from_headers(response.headers)
+        result.signature = Signature.from_headers(headers)
     except IntegrityError as exc:
         result.signature_problem = str(exc)
     text = ""

@@ -35,7 +35,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -292,7 +292,7 @@ class TimedTransport(httpx.HTTPTransport):
         pool: Callable[..., httpcore.ConnectionPool] = httpcore.ConnectionPool
         if options.http2:  # h2window.py: the window, and idle connections the server closed
             pool = partial(WindowedPool, options.h2_window)
-        self._pool = pool(
+        self.pool = self._pool = pool(
             ssl_context=tls,
             http1=not options.http2,
             http2=options.http2,
@@ -331,26 +331,57 @@ def make_client(
 
 
 class MeasuredClient(httpx.Client):
-    """An ``httpx.Client`` whose measured requests go straight to its transport.
+    """An ``httpx.Client`` whose measured requests go straight to its connection pool.
 
-    ``Client.send`` wraps each response's stream in a ``BoundSyncStream`` that refers back to the
-    response (to set ``elapsed`` on close). That reference cycle kept every finished request's
-    ~24 objects (request, response, headers, pool and h11 streams) alive until the next full
-    garbage collection: at 100 requests/s the generator's RSS grew ~16 KiB per request between two
-    of them (``bench/generator_load.py``), and each full collection stops the event loop for as
-    long as it walks every object of the process. A measured request needs nothing ``send`` adds
-    — auth flows, redirects, cookies, event hooks: the chain sets its own headers and never
-    follows a redirect — so :meth:`open` hands the request to the transport as it is. Everything
-    else (the JWT token fetch, ``/v1/models``) goes through ``send`` as usual.
+    The measured request is the generator's hot path, and httpx's layer over httpcore cost more
+    than it gave there: ``Client.send`` wraps each response's stream in a ``BoundSyncStream``
+    that refers back to the response — a reference cycle that kept every finished request's
+    objects alive until the next full garbage collection (at 100 requests/s the generator's RSS
+    grew ~16 KiB per request between two, ``bench/generator_load.py``) — and building the
+    ``httpx.Request`` (URL parsing, header normalising and validating) and the ``httpx.Response``
+    took ~8 % of the generator's CPU at 300 streams (py-spy, ``bench/stream_accuracy.py``'s
+    load). :meth:`open` sends an ``httpcore.Request`` with the headers ``send`` would have sent
+    (the client's defaults, ``Host``, ``Content-Length``), its timeouts and the trace callback;
+    the URL is parsed once per client. Everything else (the JWT token fetch, ``/v1/models``)
+    goes through httpx as usual.
     """
 
-    def __init__(self, transport: httpx.BaseTransport, timeout: httpx.Timeout) -> None:
+    def __init__(self, transport: TimedTransport, timeout: httpx.Timeout) -> None:
         super().__init__(transport=transport, timeout=timeout)
-        self.transport = transport
+        self.pool = transport.pool
+        self._timeouts = timeout.as_dict()
+        self._targets: dict[str, tuple[httpcore.URL, bytes]] = {}
 
-    def open(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request``; the response's body is still to be read from ``response.stream``."""
-        return self.transport.handle_request(request)
+    def open(
+        self, url: str, headers: Mapping[str, str], content: bytes, trace: PhaseTrace
+    ) -> httpcore.Response:
+        """POST ``content`` to ``url``; the response's body is still to be read from its
+        ``stream`` (httpcore's exceptions, not httpx's, for what fails)."""
+        target = self._targets.get(url)
+        if target is None:
+            parsed = httpx.URL(url)
+            target = self._targets[url] = (
+                httpcore.URL(
+                    scheme=parsed.raw_scheme,
+                    host=parsed.raw_host,
+                    port=parsed.port,
+                    target=parsed.raw_path,
+                ),
+                parsed.netloc,
+            )
+        own = {name.lower() for name in headers}
+        raw = [(b"Host", target[1])]
+        raw += [(k, v) for k, v in self.headers.raw if k.decode("ascii").lower() not in own]
+        raw += [(k.encode("ascii"), v.encode("utf-8")) for k, v in headers.items()]
+        raw.append((b"Content-Length", str(len(content)).encode("ascii")))
+        request = httpcore.Request(
+            "POST",
+            target[0],
+            headers=raw,
+            content=content,
+            extensions={"timeout": self._timeouts, "trace": trace},
+        )
+        return self.pool.handle_request(request)
 
 
 @dataclass(slots=True)
