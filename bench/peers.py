@@ -26,6 +26,25 @@ target runs under ``bench/timing_tap.py``, which copies each stream's timing com
 completion id to a file; GuideLLM's JSON report keeps the id (``response_id``). CPU is the user +
 system time of the whole tree of each tool over its measured window, per stream started in it.
 
+Issue 16's speed goal, *one worker core sustains ≥ 2 × the streams/s GuideLLM sustains per
+process at equal error*, is read from the same runs (``verdict``):
+
+* the error is the decode-span error p99 (TTFT error is reported beside it, not bounded: it holds
+  the trips in and out, which no client stamp removes);
+* *equal error*: E = the smallest span error p99 GuideLLM showed at any rate it achieved
+  (≥ ``ON_RATE`` × requested), rounded up to ``E_STEP_MS``. Below E GuideLLM holds no rate, so E
+  is the tightest bound at which both tools have a rate to compare; the section also gives the
+  highest rates at 2 E and 4 E, to show whether the ratio hangs on where E fell;
+* each tool's rate is the highest it held with span error p99 ≤ E and achieved ≥ ``ON_RATE`` ×
+  requested; the goal reads ramplab's ÷ GuideLLM's: ramplab as one ``locust`` process (one core
+  at most), GuideLLM as its whole process tree on its defaults (a main process and 10 worker
+  processes, free to use every core) — the reading least favourable to ramplab. Streams/s per
+  core of CPU each tree used at its rate is reported beside it;
+* met when the ratio is ≥ ``GOAL_RATIO``; *not decided* when GuideLLM achieved no rate, or when
+  the ratio falls short but ramplab held the highest rate tried (its limit lies beyond); NOT met
+  otherwise. Whether ramplab or the target ran out above ramplab's rate shows in the target's own
+  CPU and lateness (each send after the time its latency model set), measured at every run.
+
 ``vllm bench serve`` is not here; the section written says why (``NOT_RUN``).
 """
 
@@ -550,6 +569,10 @@ def highest_within(runs: list[Run], tool: str, bound_ms: float) -> Run | None:
     return max(held, key=lambda r: r.rate) if held else None
 
 
+def _processes(run: Run) -> str:
+    return f"{run.processes} process" + ("es" if run.processes != 1 else "")
+
+
 def _per_core(run: Run) -> float:
     return run.rate / run.cores if run.cores > 0 else float("nan")
 
@@ -610,7 +633,7 @@ def goal_line(runs: list[Run]) -> str:
     their_part = (
         f"GuideLLM {theirs.rate:g}/s (span error p99 {theirs.pct('span_err', 99):.3f} ms, TTFT "
         f"error p50 / p99 {theirs.pct('ttft_err', 50):.3f} / {theirs.pct('ttft_err', 99):.3f} "
-        f"ms, {theirs.processes} processes, {theirs.cores:.2f} cores)"
+        f"ms, {_processes(theirs)}, {theirs.cores:.2f} cores)"
     )
     if found.ours is None:
         return f"{head}, E = {found.bound_ms:g} ms: **{found.state}** — {found.why}; {their_part}."
@@ -618,7 +641,7 @@ def goal_line(runs: list[Run]) -> str:
     our_part = (
         f"ramplab {ours.rate:g}/s (span error p99 {ours.pct('span_err', 99):.3f} ms, TTFT error "
         f"p50 / p99 {ours.pct('ttft_err', 50):.3f} / {ours.pct('ttft_err', 99):.3f} ms, "
-        f"{ours.processes} process, {ours.cores:.2f} cores)"
+        f"{_processes(ours)}, {ours.cores:.2f} cores)"
     )
     why = f" — {found.why}" if found.why else ""
     return (
@@ -665,20 +688,20 @@ def limit_lines(runs: list[Run]) -> list[str]:
 
 
 GUIDELLM_STAMPS = (
-    "Where GuideLLM's error comes from (its 0.8.1 source, "
-    "`guidellm/backends/openai/http.py`, `scheduler/worker.py`, `utils/messaging.py`): it "
-    "stamps a token with `time.time()` when `httpx`'s `aiter_lines()` hands its line to the "
-    "asyncio loop of a worker process, so every stamp waits for whatever that loop and that "
-    "process are doing. Each worker process also runs two messaging threads that encode and "
-    "decode every request's status updates (pending, first token, completed; each a pydantic "
-    "`model_copy()` and a msgspec encoding) and poll the shared queues every 10 ms; a thread "
-    "holding the GIL keeps the loop from stamping until it lets go (Python's switch interval "
-    "is 5 ms). On the first token the request's coroutine itself copies and queues an "
-    "update before it reads the next line. By default GuideLLM starts 10 worker "
-    "processes (`max_worker_processes`) beside its main process and a multiprocessing manager, "
-    "whatever the rate, so on 2 cores its own processes also wait for one another. "
-    "ramplab stamps each event in the one greenlet that reads the socket and builds its "
-    "record after the stream's last byte."
+    "Where GuideLLM's error comes from (its 0.8.1 source: `guidellm/backends/openai/http.py`, "
+    "`scheduler/worker.py`, `utils/messaging.py`): it stamps a token with `time.time()` when "
+    "`httpx`'s `aiter_lines()` hands the line to the asyncio loop of a worker process, so a "
+    "stamp waits for whatever that process is doing. Beside the loop, each worker process runs "
+    "two messaging threads that encode and decode every request's four status updates "
+    "(pending, in progress, first token, completed: each a pydantic `model_copy()` and a "
+    "msgspec encoding) and wait on the shared queues with 10–100 ms timeouts; while one of "
+    "them holds the GIL the loop cannot stamp (Python hands the GIL over every 5 ms at most). "
+    "On the first token the request's own coroutine copies and queues an update before it "
+    "reads the next line. And by default GuideLLM starts 10 worker processes "
+    "(`max_worker_processes`) beside its main process and a multiprocessing manager, "
+    "whatever the rate, so on 2 cores its processes also wait for each other. ramplab reads "
+    "`perf_counter` the moment httpx hands it the bytes, before parsing them "
+    "(`ramplab/measure/attempt.py`)."
 )
 
 
