@@ -75,7 +75,8 @@ from bench.servers import REPO, server
 from target_service.embedded_redis import free_port
 
 RATES = tuple(
-    float(v) for v in os.environ.get("BENCH_PEER_RATES", "1,2,5,10,20,40,70,100,150,200").split(",")
+    float(v)
+    for v in os.environ.get("BENCH_PEER_RATES", "1,2,5,10,20,40,100,150,200,300").split(",")
 )
 HOLD_S = 8.0
 WARM_S = 2.0
@@ -729,7 +730,7 @@ def _equal_error_section(runs: list[Run]) -> list[str]:
         "each tree used at that rate stands beside it. TTFT error is reported, not bounded: it "
         "holds the request's trip in and the first token's trip back, which no client "
         "timestamp can remove. At the lowest rates p99 is close to the worst stream of a few "
-        "(8 at 1/s)."
+        f"({HOLD_S * min(RATES):g} at {min(RATES):g}/s)."
     )
     lines = [intro, "", goal_line(runs), ""]
     if found.bound_ms is not None:
