@@ -212,6 +212,11 @@ def test_goal_not_decided_when_ramplab_holds_the_highest_rate_tried_below_the_ra
     assert "its limit lies beyond" in goal_line(runs)
 
 
+def test_goal_met_at_least_when_ramplab_holds_the_highest_rate_tried() -> None:
+    runs = _runs("guidellm", {10.0: 1.0, 40.0: 5.0}) + _runs("ramplab", {10.0: 0.3, 40.0: 0.5})
+    assert "= **4.00×**, goal **met** — at least" in goal_line(runs)
+
+
 def test_goal_not_met_when_ramplab_holds_nothing_within_e() -> None:
     runs = _runs("guidellm", {10.0: 1.0}) + _runs("ramplab", {10.0: 1.3})
     assert verdict(runs).state == "NOT met"
