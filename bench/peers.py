@@ -37,9 +37,10 @@ process at equal error*, is read from the same runs (``verdict``):
   highest rates at 2 E and 4 E, to show whether the ratio hangs on where E fell;
 * each tool's rate is the highest it held with span error p99 ≤ E and achieved ≥ ``ON_RATE`` ×
   requested; the goal reads ramplab's ÷ GuideLLM's: ramplab as one ``locust`` process (one core
-  at most), GuideLLM as its whole process tree on its defaults (a main process and 10 worker
-  processes, free to use every core) — the reading least favourable to ramplab. Streams/s per
-  core of CPU each tree used at its rate is reported beside it;
+  at most), GuideLLM as its whole process tree on its defaults (a main process, 10 worker
+  processes and a multiprocessing manager, free to use every core) — the reading least
+  favourable to ramplab. Streams/s per core of CPU each tree used at its rate is reported beside
+  it;
 * met when the ratio is ≥ ``GOAL_RATIO``; *not decided* when GuideLLM achieved no rate, or when
   the ratio falls short but ramplab held the highest rate tried (its limit lies beyond); NOT met
   otherwise. Whether ramplab or the target ran out above ramplab's rate shows in the target's own
