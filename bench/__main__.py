@@ -48,18 +48,13 @@ def _machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
 
 
-def _sections(text: str) -> dict[str, str]:
-    found = re.findall(r"<!-- bench:(\w+) -->\n(.*?)<!-- /bench:\1 -->", text, flags=re.S)
-    return dict(found)
-
-
 def main(names: list[str]) -> None:
     selected = names or BENCHMARKS
     unknown = [name for name in selected if name not in BENCHMARKS]
     if unknown:
         print(f"bench: unknown benchmark(s) {unknown}; known: {BENCHMARKS}", file=sys.stderr)
         raise SystemExit(2)
-    sections = _sections(OUTPUT.read_text()) if OUTPUT.exists() else {}
+    sections: dict[str, str] = {}
     for name in selected:
         print(f"bench: running {name} ...", flush=True)
         module = importlib.import_module(f"bench.{name}")
@@ -69,12 +64,37 @@ def main(names: list[str]) -> None:
             f"{body}\nCommand: `python -m bench {name}` — run {started} on {_machine()}.\n\n"
         )
     OUTPUT.parent.mkdir(exist_ok=True)
-    parts = [HEADER]
-    for name in BENCHMARKS:
-        if name in sections:
-            parts.append(f"<!-- bench:{name} -->\n{sections[name]}<!-- /bench:{name} -->\n")
-    OUTPUT.write_text("\n".join(parts))
+    old = OUTPUT.read_text() if OUTPUT.exists() else ""
+    OUTPUT.write_text(merge(old, sections))
     print(f"bench: wrote {OUTPUT}")
+
+
+def _block(name: str, body: str) -> str:
+    return f"<!-- bench:{name} -->\n{body}<!-- /bench:{name} -->\n"
+
+
+def merge(text: str, bodies: dict[str, str]) -> str:
+    """``text`` with the blocks of ``bodies`` replaced in place; text outside the blocks (notes
+    written by hand between them) is kept. A block the text lacks goes before the next one in
+    ``BENCHMARKS`` order that it has, or at the end."""
+    if not text:
+        text = HEADER
+    for name, body in bodies.items():
+        pattern = re.compile(rf"<!-- bench:{name} -->\n.*?<!-- /bench:{name} -->\n", flags=re.S)
+        found = pattern.search(text)
+        if found:
+            text = text[: found.start()] + _block(name, body) + text[found.end() :]
+            continue
+        later = BENCHMARKS[BENCHMARKS.index(name) + 1 :]
+        at = min(
+            (text.find(f"<!-- bench:{n} -->") for n in later if f"<!-- bench:{n} -->" in text),
+            default=-1,
+        )
+        if at < 0:
+            text = text.rstrip("\n") + "\n\n" + _block(name, body)
+        else:
+            text = text[:at] + _block(name, body) + "\n" + text[at:]
+    return text
 
 
 if __name__ == "__main__":

@@ -12,9 +12,12 @@ from bench.peers import (
     Run,
     Stream,
     aiperf_streams,
+    equal_error_bound,
     goal_line,
     guidellm_streams,
+    looser_bounds,
     ramplab_streams,
+    verdict,
 )
 from bench.timing_tap import timing_lines
 
@@ -151,28 +154,85 @@ def test_span_error_of_per_gap_streams() -> None:
     assert run.values("span_err") == [pytest.approx(0.25)]  # |40.25 − 40|
 
 
-def _runs(tool: str, rates_held: dict[float, bool]) -> list[Run]:
+def _runs(tool: str, span_p99_ms: dict[float, float], cpu_s: float = 0.5) -> list[Run]:
+    """One run per rate, on rate, every stream's span error the value given (so its p99)."""
     out = []
-    for rate, good in rates_held.items():
-        gap = 20.0 if good else 22.0  # span error 0 or 4 ms
+    for rate, error in span_p99_ms.items():
+        gap = 20.0 + error / 2  # two gaps: the span is 40 ms + error
         streams = [
-            Stream(100.0 + i / rate, 21.0, 61.0, [gap, gap], [20.0, 40.0, 60.0])
+            Stream(100.0 + i / rate, 21.0, 61.0 + error, [gap, gap], [20.0, 40.0, 60.0])
             for i in range(int(rate) + 1)
         ]
-        out.append(Run(tool, rate, streams, (100.0, 101.0), cpu_s=0.5, errors=0))
+        out.append(Run(tool, rate, streams, (100.0, 101.0), cpu_s=cpu_s, errors=0))
     return out
 
 
-def test_goal_line_compares_the_highest_rates_held() -> None:
-    runs = _runs("ramplab", {10.0: True, 40.0: True, 100.0: True, 200.0: False})
-    runs += _runs("guidellm", {10.0: True, 40.0: True, 100.0: False, 200.0: False})
-    line = goal_line(runs)
-    assert "ramplab 100 ÷ GuideLLM 40 = 2.50× (met)" in line
-    runs = _runs("ramplab", {10.0: True, 40.0: True, 100.0: False, 200.0: False})
-    runs += _runs("guidellm", {10.0: True, 40.0: True, 100.0: False, 200.0: False})
-    assert "1.00× (not met)" in goal_line(runs)
-    runs = _runs("guidellm", {10.0: False})
-    assert "not decided" in goal_line(runs)
+def test_equal_error_bound_is_guidellms_best_p99_rounded_up_to_half_a_millisecond() -> None:
+    runs = _runs("guidellm", {1.0: 2.1, 5.0: 1.9, 10.0: 3.3})
+    runs += _runs("ramplab", {1.0: 0.2})  # another tool's errors do not set it
+    assert equal_error_bound(runs) == 2.0
+    assert equal_error_bound(_runs("guidellm", {1.0: 1.5})) == 1.5  # a step is its own bound
+    late = _runs("guidellm", {5.0: 0.3})
+    late[0].rate = 50.0  # achieved 5/s of 50/s: its error does not count
+    assert equal_error_bound(late) is None
+
+
+def test_goal_met_when_ramplab_holds_twice_guidellms_rate_within_e() -> None:
+    runs = _runs("guidellm", {1.0: 1.9, 5.0: 2.4, 20.0: 6.0}, cpu_s=1.0)
+    runs += _runs("ramplab", {1.0: 0.3, 5.0: 0.3, 20.0: 1.2, 40.0: 20.0}, cpu_s=0.25)
+    found = verdict(runs)
+    assert found.bound_ms == 2.0
+    assert found.theirs is not None
+    assert found.theirs.rate == 1.0  # 5/s at 2.4 ms is above E
+    assert found.ours is not None
+    assert found.ours.rate == 20.0
+    assert found.state == "met"
+    assert found.ratio == pytest.approx(20.0)
+    assert found.per_core_ratio == pytest.approx(80.0)  # 20/s on 0.25 cores ÷ 1/s on 1 core
+    assert "= **20.00×**, goal **met**" in goal_line(runs)
+    assert looser_bounds(runs)[2:] == [
+        "| 2 | 20 | 1 | 20.00× |",
+        "| 4 | 20 | 5 | 4.00× |",
+        "| 8 | 20 | 20 | 1.00× |",
+    ]
+
+
+def test_goal_not_met_when_ramplab_stops_below_twice_guidellms_rate() -> None:
+    runs = _runs("guidellm", {10.0: 1.0, 20.0: 0.9})
+    runs += _runs("ramplab", {10.0: 0.3, 20.0: 0.5, 30.0: 5.0})
+    found = verdict(runs)
+    assert (found.state, found.ratio) == ("NOT met", 1.0)
+    assert "goal **NOT met**" in goal_line(runs)
+
+
+def test_goal_not_decided_when_ramplab_holds_the_highest_rate_tried_below_the_ratio() -> None:
+    runs = _runs("guidellm", {10.0: 1.0, 20.0: 0.9}) + _runs("ramplab", {10.0: 0.3, 20.0: 0.5})
+    found = verdict(runs)
+    assert found.state == "not decided"
+    assert "its limit lies beyond" in goal_line(runs)
+
+
+def test_goal_met_at_least_when_ramplab_holds_the_highest_rate_tried() -> None:
+    runs = _runs("guidellm", {10.0: 1.0, 40.0: 5.0}) + _runs("ramplab", {10.0: 0.3, 40.0: 0.5})
+    assert "= **4.00×**, goal **met** — at least" in goal_line(runs)
+
+
+def test_goal_not_met_when_ramplab_holds_nothing_within_e() -> None:
+    runs = _runs("guidellm", {10.0: 1.0}) + _runs("ramplab", {10.0: 1.3})
+    assert verdict(runs).state == "NOT met"
+    assert "ramplab held no rate tried within E" in goal_line(runs)
+
+
+def test_goal_not_decided_without_a_guidellm_rate_achieved() -> None:
+    runs = _runs("ramplab", {10.0: 0.3})
+    assert verdict(runs).state == "not decided"
+    assert "**not decided** — GuideLLM achieved none" in goal_line(runs)
+
+
+def test_target_lateness_is_each_send_after_the_latency_models_time() -> None:
+    stream = Stream(0.0, 21.0, 61.0, [20.0], [20.5, 43.0])  # due at 20 and 40 ms
+    run = Run("x", 1.0, [stream], (0.0, 1.0), cpu_s=0.0, errors=0)
+    assert run.values("target_late") == [pytest.approx(0.5), pytest.approx(3.0)]
 
 
 def test_timing_tap_reads_the_comment_out_of_a_body_write() -> None:
@@ -190,4 +250,12 @@ def test_achieved_rate_counts_a_tool_that_stopped_early_against_the_window() -> 
         Stream(100.0 + i / 20, 21.0, 61.0, [20.0, 20.0], [20.0, 40.0, 60.0]) for i in range(21)
     ]
     stopped = Run("x", 20.0, streams, (100.0, 102.0), cpu_s=0.0, errors=0)  # 1 s of 2
-    assert stopped.achieved == pytest.approx(10.5)
+    assert stopped.achieved == pytest.approx(11.0)  # 21 starts + 1 of slack in 2 s
+    assert not stopped.on_rate
+
+
+def test_achieved_rate_allows_a_start_lost_at_the_windows_edge() -> None:
+    streams = [Stream(102.001 + i, 21.0, 61.0, [20.0], [20.0, 40.0]) for i in range(7)]
+    low = Run("x", 1.0, streams, (102.0, 110.0), cpu_s=0.0, errors=0)  # 7 starts of 8 at 1/s
+    assert low.achieved == pytest.approx(1.0)
+    assert low.on_rate
