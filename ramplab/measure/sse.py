@@ -2,7 +2,7 @@
 
 Hand-written on purpose: every library parser (httpx-sse, sseclient, the openai SDK's) reads from a
 line iterator, so by the time an event comes out the moment its bytes arrived is gone. Here the
-caller reads the clock as soon as ``iter_raw()`` hands over a chunk, *before* any parsing, and each
+caller reads the clock as soon as the connection hands over a chunk, *before* any parsing, and each
 event carries the arrival time of the chunk that held its first byte (AIPerf stamps events the same
 way) and of the chunk that completed it. The framing follows the WHATWG SSE spec: lines end in
 ``\\n``, ``\\r\\n`` or ``\\r``; a blank line dispatches; ``:`` starts a comment; multi-line ``data``
