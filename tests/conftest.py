@@ -52,6 +52,11 @@ TIMING = (
 )
 
 
+# The tests that share one real run (a module-scoped fixture) are one `xdist_group`: under
+# `--dist loadgroup` other tests are scheduled one by one, and every worker that gets one of them
+# repeats the run (test_report_e2e's experiment ran twice, 35 + 33 s, in one parallel phase).
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid.startswith(TIMING):

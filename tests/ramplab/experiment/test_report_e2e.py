@@ -28,7 +28,8 @@ from tests.ramplab.results.test_charts import KEYS
 from tests.support.browser import CHROMIUM, NO_CHROMIUM, console_errors, render
 from tests.support.cli import ramplab
 
-pytestmark = pytest.mark.slow
+# One worker for the module: its tests share one run (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("report-e2e")]
 
 RATE = 16  # offered QPS
 # Offered ÷ the locked ceiling as sign_rate() measures it just before the run. During the run the
