@@ -27,8 +27,10 @@ from tests.ops.prom import PROMETHEUS, PrometheusProcess
 from tests.support.processes import TargetProcess
 from tests.support.scrape import wait_for
 
+# One worker for the module: its tests share one run (tests/conftest.py).
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.xdist_group("ops-end-to-end"),
     pytest.mark.skipif(PROMETHEUS is None, reason="prometheus missing (make system-deps)"),
 ]
 

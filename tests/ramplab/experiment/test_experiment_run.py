@@ -21,7 +21,8 @@ import pytest
 from tests.support.cli import RAMPLAB, ramplab, run_meta, wait_gone
 from tests.support.processes import REPO
 
-pytestmark = pytest.mark.slow
+# One worker for the module: its tests share one run (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("experiment-run")]
 
 CAMPAIGN = """\
 name: itl

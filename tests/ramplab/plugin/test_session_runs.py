@@ -19,7 +19,8 @@ from target_service.tokenizer import ApproxTokenizer
 from tests.support.ramp_runs import RampRun, run_ramp
 from tests.support.targets import SharedTarget
 
-pytestmark = pytest.mark.slow
+# One worker for the module: its tests share one run (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("session-runs")]
 
 TURNS, THINK_S, USER_TOKENS, ANSWER_TOKENS, SEED = 3, 0.2, 16, 8, 7
 ARGS = [

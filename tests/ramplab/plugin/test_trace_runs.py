@@ -19,7 +19,8 @@ from ramplab.load.trace import load_trace, replay
 from tests.support.ramp_runs import RampRun, run_ramp
 from tests.support.targets import SharedTarget
 
-pytestmark = pytest.mark.slow
+# One worker for the module: its tests share one run (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("trace-runs")]
 
 SPEED = 2.0
 ROWS = 40

@@ -26,6 +26,8 @@ from tests.support.cli import (
 from tests.support.processes import REPO, reap
 
 pytestmark = pytest.mark.slow
+# The tests of the smoke run on one worker: they share it (tests/conftest.py).
+SMOKE_GROUP = pytest.mark.xdist_group("smoke-run")
 
 STEP_KEYS = ("target_qps", "achieved_qps", "dropped", "requests", "errors", "goodput_qps",
              "output_tokens_per_s")  # fmt: skip
@@ -42,6 +44,7 @@ def smoke(
     return done, results / "smoke"
 
 
+@SMOKE_GROUP
 def test_smoke_campaign_with_two_workers_completes(
     smoke: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
@@ -85,6 +88,7 @@ def test_smoke_campaign_with_two_workers_completes(
     assert "per-step summary" in done.stdout
 
 
+@SMOKE_GROUP
 def test_report_reproduces_the_table_from_the_saved_run(
     smoke: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
@@ -99,6 +103,7 @@ def test_report_reproduces_the_table_from_the_saved_run(
     assert (run_dir / "report.md").read_text() == report_md
 
 
+@SMOKE_GROUP
 def test_report_rebuilds_a_lost_summary_from_the_records(
     smoke: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path
 ) -> None:

@@ -22,7 +22,8 @@ from ramplab.experiment.manifest import Manifest
 from ramplab.study.registry import analyse
 from tests.support.cli import ramplab
 
-pytestmark = pytest.mark.slow
+# One worker for the module: its tests share one run (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("chunking-run")]
 
 CAMPAIGN = """\
 name: chunking

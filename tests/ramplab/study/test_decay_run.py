@@ -29,7 +29,8 @@ import pytest
 
 from tests.support.cli import ramplab
 
-pytestmark = pytest.mark.slow
+# One worker for the module: its tests share one run (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("decay-run")]
 
 CAMPAIGN = """\
 name: decay

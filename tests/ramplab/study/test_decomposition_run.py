@@ -22,7 +22,8 @@ import pytest
 from tests.support.cli import RAMPLAB
 from tests.support.processes import REPO
 
-pytestmark = pytest.mark.slow
+# One worker for the module: its tests share one run (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("decomposition-run")]
 
 DELAY_MS = 20.0
 CAMPAIGN = f"""\

@@ -25,7 +25,8 @@ import pytest
 from ramplab.study.needle_model import PrefillModel
 from tests.support.cli import ramplab
 
-pytestmark = pytest.mark.slow
+# One worker for the module: its tests share one run (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("needle-run")]
 
 MODEL = PrefillModel(overhead_ms=20, per_token_ms=0.02, per_token_sq_ms=1e-7)
 LENGTHS = (1000, 8000, 24000)

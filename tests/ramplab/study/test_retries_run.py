@@ -22,7 +22,8 @@ import yaml
 from tests.support.cli import ramplab
 from tests.support.processes import REPO
 
-pytestmark = pytest.mark.slow
+# One worker for the module: its tests share one run (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("retries-run")]
 
 KEEP = ("random_429.full_jitter", "outage.retry_after")
 
