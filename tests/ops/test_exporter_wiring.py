@@ -87,9 +87,14 @@ def test_two_workers_sum_to_the_records(target: TargetProcess, tmp_path: Path) -
         records = [json.loads(line) for line in lines]
         scrapes = [totals(url) for url in run.worker_urls()]
         master = totals(run.master_url)
+        logs = "\n".join(
+            f"--- {name}\n{run.log(name)[-3000:]}"
+            for name in ("master.log", "worker0.log", "worker1.log")
+        )
 
     assert len(records) > 20
-    assert len({r["worker"] for r in records}) == 2
+    # Failed once in a loaded CI run (all records from one worker); the logs say why next time.
+    assert len({r["worker"] for r in records}) == 2, logs
     for scrape in scrapes:  # each worker served its own share
         assert total([scrape], "ramplab_requests_total") > 0
     ok = [r for r in records if r["ok"]]
