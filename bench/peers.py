@@ -380,9 +380,10 @@ def run_ramplab(
     peak = max(mib for _, mib in rss)
     steady = float(np.median([mib for at, mib in rss if begin <= at <= end]))
     cpu_s = sampler.cpu_s(begin, end)
-    run = Run("ramplab", rate, inside, (begin, end), cpu_s, errors, peak, sampler.processes)
-    run.rss_window_mib = steady
-    return run
+    return Run(
+        "ramplab", rate, inside, (begin, end), cpu_s, errors, peak, sampler.processes,
+        rss_window_mib=steady,
+    )  # fmt: skip
 
 
 def _run_sampled(

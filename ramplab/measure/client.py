@@ -351,6 +351,8 @@ class MeasuredClient(httpx.Client):
         self.pool = transport.pool
         self._timeouts = timeout.as_dict()
         self._targets: dict[str, tuple[httpcore.URL, bytes]] = {}
+        # The client's default headers with their lower-case names: once, not per request.
+        self._defaults = [(k.decode("ascii").lower(), k, v) for k, v in self.headers.raw]
 
     def open(
         self, url: str, headers: Mapping[str, str], content: bytes, trace: PhaseTrace
@@ -371,7 +373,7 @@ class MeasuredClient(httpx.Client):
             )
         own = {name.lower() for name in headers}
         raw = [(b"Host", target[1])]
-        raw += [(k, v) for k, v in self.headers.raw if k.decode("ascii").lower() not in own]
+        raw += [(k, v) for name, k, v in self._defaults if name not in own]
         raw += [(k.encode("ascii"), v.encode("utf-8")) for k, v in headers.items()]
         raw.append((b"Content-Length", str(len(content)).encode("ascii")))
         request = httpcore.Request(
