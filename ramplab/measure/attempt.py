@@ -25,7 +25,7 @@ import httpx
 import orjson
 
 from ramplab.errors import IntegrityError
-from ramplab.measure.client import MeasuredClient, PhaseTrace, TimedStream
+from ramplab.measure.client import MeasuredClient, OpenResponse, PhaseTrace, TimedStream
 from ramplab.measure.integrity import ERROR_KIND, SIGNATURE_COMMENT, Signature, Verifier
 from ramplab.measure.sse import SSEEvent, SSEParser
 
@@ -283,7 +283,7 @@ def run_attempt(
         response = client.open(url, {"content-type": "application/json", **headers}, payload, trace)
         try:
             result.headers_at = trace.headers_at or clock()
-            stream_of = response.extensions.get("network_stream")
+            stream_of = response.network_stream
             arrivals = stream_of if isinstance(stream_of, TimedStream) else None
             if arrivals is not None and arrivals.arrived_at is not None:
                 result.headers_at = min(result.headers_at, arrivals.arrived_at)
@@ -325,13 +325,6 @@ def run_attempt(
     return result
 
 
-def _body(response: httpcore.Response) -> Iterable[bytes]:
-    """The response's body as the connection hands it over, chunk by chunk."""
-    stream = response.stream
-    assert isinstance(stream, Iterable)  # a MeasuredClient's pool is sync
-    return stream
-
-
 def _check_deadline(now: float, deadline: float | None) -> None:
     if deadline is not None and now > deadline:
         raise _StreamFailure("timeout", "the request's total timeout passed mid-response")
@@ -345,14 +338,14 @@ def _arrival(now: float, arrivals: TimedStream | None) -> float:
 
 
 def _read_stream(
-    response: httpcore.Response,
+    response: OpenResponse,
     result: AttemptResult,
     clock: Clock,
     deadline: float | None,
     arrivals: TimedStream | None = None,
 ) -> None:
     parser = SSEParser()
-    for raw in _body(response):
+    for raw in response:
         now = _arrival(clock(), arrivals)  # before anything else touches the bytes
         if result.first_byte_at is None:
             result.first_byte_at = now
@@ -368,7 +361,7 @@ def _read_stream(
 
 
 def _read_whole(
-    response: httpcore.Response,
+    response: OpenResponse,
     headers: Mapping[str, str],
     result: AttemptResult,
     clock: Clock,
@@ -376,7 +369,7 @@ def _read_whole(
     arrivals: TimedStream | None = None,
 ) -> None:
     parts: list[bytes] = []
-    for raw in _body(response):
+    for raw in response:
         now = _arrival(clock(), arrivals)
         if result.first_byte_at is None:
             result.first_byte_at = now

@@ -35,15 +35,17 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from types import TracebackType
 from typing import Any, Protocol
 
 import httpcore
 import httpx
 
 from ramplab.measure.h2window import WindowedPool
+from ramplab.measure.http11 import Http11Pool, Origin, request_head
 from ramplab.measure.resolver import DnsResolver, ResolveError
 
 Clock = Callable[[], float]
@@ -287,6 +289,13 @@ class TimedTransport(httpx.HTTPTransport):
         super().__init__(verify=tls)
         if dns is None and options.dns_cache:
             dns = DnsCache()
+        self.backend = TimedBackend(
+            dns if options.dns_cache else None, clock, poll, _resolver(options)
+        )
+        # The measured request's own HTTP/1.1 connections (``http11.py``); h2 stays on httpcore.
+        self.http11 = (
+            None if options.http2 else Http11Pool(self.backend, tls, options.reuse_connections)
+        )
         # Replacing the pool is the one way to give httpx's own transport a network backend;
         # httpx is pinned below 0.29, where ``_pool`` is what ``handle_request`` uses.
         pool: Callable[..., httpcore.ConnectionPool] = httpcore.ConnectionPool
@@ -299,10 +308,23 @@ class TimedTransport(httpx.HTTPTransport):
             max_connections=options.max_connections,
             max_keepalive_connections=None if options.reuse_connections else 0,
             keepalive_expiry=None if options.reuse_connections else 0.0,
-            network_backend=TimedBackend(
-                dns if options.dns_cache else None, clock, poll, _resolver(options)
-            ),
+            network_backend=self.backend,
         )
+
+    def close(self) -> None:
+        if self.http11 is not None:
+            self.http11.close()
+        super().close()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        if self.http11 is not None:
+            self.http11.close()
+        super().__exit__(exc_type, exc_value, traceback)
 
 
 def _resolver(options: ClientOptions) -> DnsResolver | None:
@@ -330,8 +352,58 @@ def make_client(
     return MeasuredClient(TimedTransport(options, clock, tls, dns, poll), timeout)
 
 
+class OpenResponse(Protocol):
+    """A measured request's response: its head, and its body as the connection hands it over."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def headers(self) -> list[tuple[bytes, bytes]]: ...
+
+    @property
+    def network_stream(self) -> httpcore.NetworkStream | None: ...
+
+    def __iter__(self) -> Iterator[bytes]: ...
+
+    def read(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(slots=True)
+class _CoreResponse:
+    """An httpcore response (HTTP/2) as an ``OpenResponse``."""
+
+    inner: httpcore.Response
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    network_stream: httpcore.NetworkStream | None
+
+    def __iter__(self) -> Iterator[bytes]:
+        stream = self.inner.stream
+        assert isinstance(stream, Iterable)  # a sync pool's
+        yield from stream
+
+    def read(self) -> bytes:
+        return self.inner.read()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """A URL parsed once per client."""
+
+    url: httpcore.URL
+    origin: Origin
+    host: bytes  # the Host header
+    path: bytes
+
+
 class MeasuredClient(httpx.Client):
-    """An ``httpx.Client`` whose measured requests go straight to its connection pool.
+    """An ``httpx.Client`` whose measured requests bypass httpx.
 
     The measured request is the generator's hot path, and httpx's layer over httpcore cost more
     than it gave there: ``Client.send`` wraps each response's stream in a ``BoundSyncStream``
@@ -340,50 +412,64 @@ class MeasuredClient(httpx.Client):
     grew ~16 KiB per request between two, ``bench/generator_load.py``) — and building the
     ``httpx.Request`` (URL parsing, header normalising and validating) and the ``httpx.Response``
     took ~8 % of the generator's CPU at 300 streams (py-spy, ``bench/stream_accuracy.py``'s
-    load). :meth:`open` sends an ``httpcore.Request`` with the headers ``send`` would have sent
-    (the client's defaults, ``Host``, ``Content-Length``), its timeouts and the trace callback;
-    the URL is parsed once per client. Everything else (the JWT token fetch, ``/v1/models``)
-    goes through httpx as usual.
+    load). :meth:`open` sends with the headers ``send`` would have sent (the client's defaults,
+    ``Host``, ``Content-Length``), its timeouts and the trace callback, over HTTP/1.1 on
+    ``http11.py``'s connections (h11's per-read state machine was the largest share of the CPU
+    left) and over HTTP/2 on httpcore's pool; the URL is parsed once per client. Everything else
+    (the JWT token fetch, ``/v1/models``) goes through httpx as usual.
     """
 
     def __init__(self, transport: TimedTransport, timeout: httpx.Timeout) -> None:
         super().__init__(transport=transport, timeout=timeout)
         self.pool = transport.pool
+        self.http11 = transport.http11
         self._timeouts = timeout.as_dict()
-        self._targets: dict[str, tuple[httpcore.URL, bytes]] = {}
+        self._targets: dict[str, _Target] = {}
         # The client's default headers with their lower-case names: once, not per request.
         self._defaults = [(k.decode("ascii").lower(), k, v) for k, v in self.headers.raw]
 
-    def open(
-        self, url: str, headers: Mapping[str, str], content: bytes, trace: PhaseTrace
-    ) -> httpcore.Response:
-        """POST ``content`` to ``url``; the response's body is still to be read from its
-        ``stream`` (httpcore's exceptions, not httpx's, for what fails)."""
+    def _target(self, url: str) -> _Target:
         target = self._targets.get(url)
         if target is None:
             parsed = httpx.URL(url)
-            target = self._targets[url] = (
+            port = parsed.port or (443 if parsed.scheme == "https" else 80)
+            target = self._targets[url] = _Target(
                 httpcore.URL(
                     scheme=parsed.raw_scheme,
                     host=parsed.raw_host,
                     port=parsed.port,
                     target=parsed.raw_path,
                 ),
+                Origin(parsed.raw_scheme, parsed.raw_host.decode("ascii"), port),
                 parsed.netloc,
+                parsed.raw_path,
             )
+        return target
+
+    def open(
+        self, url: str, headers: Mapping[str, str], content: bytes, trace: PhaseTrace
+    ) -> OpenResponse:
+        """POST ``content`` to ``url``; the response's body is still to be read (httpcore's
+        exceptions, not httpx's, for what fails)."""
+        target = self._target(url)
         own = {name.lower() for name in headers}
-        raw = [(b"Host", target[1])]
+        raw = [(b"Host", target.host)]
         raw += [(k, v) for name, k, v in self._defaults if name not in own]
         raw += [(k.encode("ascii"), v.encode("utf-8")) for k, v in headers.items()]
         raw.append((b"Content-Length", str(len(content)).encode("ascii")))
+        if self.http11 is not None:
+            head = request_head(target.path, raw)
+            return self.http11.send(target.origin, head, content, self._timeouts, trace)
         request = httpcore.Request(
             "POST",
-            target[0],
+            target.url,
             headers=raw,
             content=content,
             extensions={"timeout": self._timeouts, "trace": trace},
         )
-        return self.pool.handle_request(request)
+        response = self.pool.handle_request(request)
+        stream = response.extensions.get("network_stream")
+        return _CoreResponse(response, response.status, response.headers, stream)
 
 
 @dataclass(slots=True)
