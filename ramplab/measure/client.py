@@ -1,5 +1,9 @@
 """The HTTP client the streaming user sends with: httpx, plus exact connection-phase timing.
 
+The measured request itself does not go through httpx (``MeasuredClient``): over HTTP/1.1 it
+runs on ``http11.py``'s connections, over HTTP/2 on httpcore's pool; both use the network
+backend below.
+
 httpx's ``trace`` extension reports when httpcore starts and finishes TCP connect, TLS, request
 write and response headers, but its ``connect_tcp`` includes name resolution. To time DNS on its
 own (and to cache it when asked) the transport's connection pool gets a network backend that
@@ -412,8 +416,8 @@ class MeasuredClient(httpx.Client):
     grew ~16 KiB per request between two, ``bench/generator_load.py``) — and building the
     ``httpx.Request`` (URL parsing, header normalising and validating) and the ``httpx.Response``
     took ~8 % of the generator's CPU at 300 streams (py-spy, ``bench/stream_accuracy.py``'s
-    load). :meth:`open` sends with the headers ``send`` would have sent (the client's defaults,
-    ``Host``, ``Content-Length``), its timeouts and the trace callback, over HTTP/1.1 on
+    load). :meth:`open` sends with the headers ``send`` would have sent (the client's defaults —
+    but ``Accept-Encoding: identity`` —, ``Host``, ``Content-Length``), its timeouts and the trace callback, over HTTP/1.1 on
     ``http11.py``'s connections (h11's per-read state machine was the largest share of the CPU
     left) and over HTTP/2 on httpcore's pool; the URL is parsed once per client. Everything else
     (the JWT token fetch, ``/v1/models``) goes through httpx as usual.
@@ -426,7 +430,14 @@ class MeasuredClient(httpx.Client):
         self._timeouts = timeout.as_dict()
         self._targets: dict[str, _Target] = {}
         # The client's default headers with their lower-case names: once, not per request.
-        self._defaults = [(k.decode("ascii").lower(), k, v) for k, v in self.headers.raw]
+        # ``Accept-Encoding: identity`` instead of httpx's ``gzip, deflate``: the body is read
+        # as it arrives, uncompressed, so a server that compressed its stream would break the
+        # SSE parser (a caller's own Accept-Encoding still replaces it).
+        self._defaults = [
+            (name, k, b"identity" if name == "accept-encoding" else v)
+            for k, v in self.headers.raw
+            if (name := k.decode("ascii").lower())
+        ]
 
     def _target(self, url: str) -> _Target:
         target = self._targets.get(url)

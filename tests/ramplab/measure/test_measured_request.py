@@ -1,5 +1,6 @@
-"""The measured request runs on httpcore directly (``MeasuredClient.open``): it must send what
-httpx would have sent, read the same bytes, and leave nothing behind for the cycle collector."""
+"""The measured request bypasses httpx (``MeasuredClient.open``): it must send what httpx would
+have sent (but ask for an uncompressed body), read the same bytes, and leave nothing behind for
+the cycle collector."""
 
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ def test_the_measured_request_sends_the_headers_httpx_would(server: TinyServer) 
     by_httpx, measured = (dict(h) for h in seen)
     assert measured.pop("user-agent") == "mine"  # the caller's header replaces the default
     by_httpx.pop("user-agent")
+    # The body is read raw: the measured request asks for it uncompressed.
+    assert measured.pop("accept-encoding") == "identity"
+    assert "gzip" in by_httpx.pop("accept-encoding")
     # httpx's json= writes a differently spaced body than orjson: only the length may differ.
     assert int(measured.pop(":body-length")) == int(measured.pop("content-length"))
     by_httpx.pop(":body-length"), by_httpx.pop("content-length")
