@@ -79,7 +79,7 @@ class ClientOptions:
     reuse_connections: bool = True
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 60.0  # longest silence between two reads
-    max_connections: int = 10_000
+    max_connections: int = 10_000  # HTTP/2's pool; on HTTP/1.1 one per request in flight
     resolver: tuple[str, int] | None = None  # a DNS server to ask; None: the system's resolver
     # HTTP/2 only (h2 by ALPN over TLS, prior knowledge on cleartext): never a silent fallback
     # to HTTP/1.1 that would measure the wrong protocol.

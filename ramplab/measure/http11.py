@@ -195,6 +195,8 @@ class Http11Response:
             return
 
     def __iter__(self) -> Iterator[bytes]:
+        if self._complete or self._closed:
+            return  # read already, or given up: the connection holds nothing more of it
         try:
             if self.status in (204, 304):
                 body: Iterator[bytes] = iter(())
