@@ -32,6 +32,7 @@ class SSEEvent:
 class SSEParser:
     """Feed it ``(bytes, arrival_time)``; it returns the events those bytes completed."""
 
+    # The partial line held back from earlier chunks: never holds a "\r" or a "\n".
     _buffer: bytearray = field(default_factory=bytearray)
     _data: list[str] = field(default_factory=list)
     _event: str = ""
@@ -52,71 +53,64 @@ class SSEParser:
                 chunk = chunk[1:]
         if not chunk:
             return out
-        if not self._buffer:
-            self._line_start = arrived_at
-        self._buffer += chunk
-        while True:
-            line = self._take_line()
-            if line is None:
-                break
+        buffer = self._buffer
+        if buffer:
+            if b"\n" not in chunk and b"\r" not in chunk:
+                buffer += chunk  # still inside the same line: nothing to split
+                return out
             started = self._line_start
-            self._line_start = arrived_at
+            buffer += chunk
+            data = bytes(buffer)
+            buffer.clear()
+        else:
+            started = arrived_at
+            data = chunk
+        # bytes.splitlines() ends lines at exactly "\r\n", "\r" and "\n", as the spec does, and
+        # (unlike str's) at nothing else; it does the work of a find-and-cut loop in one C call.
+        lines = data.splitlines()
+        last = data[-1]
+        if last == 0x0D:
+            self._pending_cr = True
+        elif last != 0x0A:
+            buffer += lines.pop()
+            self._line_start = arrived_at if lines else started
+        for line in lines:
             self._line(line, started, arrived_at, out)
+            started = arrived_at
         return out
-
-    def _take_line(self) -> bytes | None:
-        buf = self._buffer
-        lf = buf.find(b"\n")
-        cr = buf.find(b"\r")
-        if lf < 0 and cr < 0:
-            return None
-        if cr >= 0 and (lf < 0 or cr < lf):
-            line = bytes(buf[:cr])
-            if cr + 1 < len(buf):
-                del buf[: cr + (2 if buf[cr + 1] == 0x0A else 1)]
-            else:
-                self._pending_cr = True
-                del buf[: cr + 1]
-            return line
-        line = bytes(buf[:lf])
-        del buf[: lf + 1]
-        return line
 
     def _line(self, raw: bytes, started: float, arrived_at: float, out: list[SSEEvent]) -> None:
         if not raw:
-            if self._data or self._event:
+            data = self._data
+            if data or self._event:
+                # Positional arguments: (data, event, comment, first_byte_at, completed_at, id).
                 out.append(
                     SSEEvent(
-                        data="\n".join(self._data),
-                        event=self._event or "message",
-                        first_byte_at=self._event_start
-                        if self._event_start is not None
-                        else started,
-                        completed_at=arrived_at,
-                        id=self._id,
+                        data[0] if len(data) == 1 else "\n".join(data),
+                        self._event or "message",
+                        None,
+                        started if self._event_start is None else self._event_start,
+                        arrived_at,
+                        self._id,
                     )
                 )
-            self._data = []
-            self._event = ""
+                self._data = []
+                self._event = ""
             self._event_start = None
             return
         line = raw.decode("utf-8", errors="replace")
-        if line.startswith(":"):
-            out.append(
-                SSEEvent(
-                    data="",
-                    event="comment",
-                    comment=line[1:].removeprefix(" "),
-                    first_byte_at=started,
-                    completed_at=arrived_at,
-                )
-            )
+        if line.startswith("data: "):  # nearly every line: skip the generic field split
+            value = line[6:]
+            name = "data"
+        elif line.startswith(":"):
+            out.append(SSEEvent("", "comment", line[1:].removeprefix(" "), started, arrived_at))
             return
+        else:
+            name, sep, value = line.partition(":")
+            if sep:
+                value = value.removeprefix(" ")
         if self._event_start is None:
             self._event_start = started
-        name, sep, value = line.partition(":")
-        if sep:
-            value = value.removeprefix(" ")
         if name == "data":
             self._data.append(value)
         elif name == "event":
