@@ -151,6 +151,9 @@ def header_map(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
 # Where servers put a reasoning model's thoughts: vLLM and DeepSeek ``reasoning_content``, newer
 # vLLM and OpenRouter ``reasoning``.
 REASONING_KEYS = ("reasoning_content", "reasoning")
+# A tuple, not ``int | float``: isinstance with a tuple is about twice as fast, and the timing
+# comment checks every one of a long stream's ``events_ms``.
+_NUMBER = (int, float)
 
 
 def _take_content(result: AttemptResult, chunk: dict[str, Any], at: float) -> None:
@@ -174,10 +177,11 @@ def _take_content(result: AttemptResult, chunk: dict[str, Any], at: float) -> No
                     if value:
                         text += value
                         answer = True
-                for key in REASONING_KEYS:
-                    value = delta.get(key)
-                    if isinstance(value, str):
-                        text += value
+                if value is None or len(delta) > 1:  # else "content" is its only key
+                    for key in REASONING_KEYS:
+                        value = delta.get(key)
+                        if isinstance(value, str):
+                            text += value
             value = choice.get("text")  # legacy completions stream
             if isinstance(value, str) and value:
                 text += value
@@ -225,10 +229,10 @@ def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
                 return  # an extension we cannot read is ignored, never a failure
             if isinstance(timing, dict):
                 for key, value in timing.items():
-                    if key.endswith("_ms") and isinstance(value, int | float):
+                    if key.endswith("_ms") and isinstance(value, _NUMBER):
                         result.server_timing_ms[key.removesuffix("_ms")] = float(value)
                 events = timing.get("events_ms")
-                if isinstance(events, list) and all(isinstance(v, int | float) for v in events):
+                if isinstance(events, list) and all(isinstance(v, _NUMBER) for v in events):
                     result.server_events_ms = [float(v) for v in events]
                 seed = timing.get("seed")
                 if isinstance(seed, int) and result.seed is None:
