@@ -45,17 +45,29 @@ class SSEParser:
     def feed(self, chunk: bytes, arrived_at: float) -> list[SSEEvent]:
         """Parse ``chunk`` (which arrived at monotonic time ``arrived_at``)."""
         self.bytes_fed += len(chunk)
-        out: list[SSEEvent] = []
         if self._pending_cr:
             # A "\r" ended the previous chunk: a "\n" right after it ends the same line.
             self._pending_cr = False
             if chunk.startswith(b"\n"):
                 chunk = chunk[1:]
         if not chunk:
-            return out
+            return []
         buffer = self._buffer
+        if (
+            chunk.startswith(b"data: ")
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk[-1] == 0x0A
+            and 0x0D not in chunk  # an int: a memchr, where b"\r" would be a substring search
+            and not buffer
+            and self._event_start is None  # set by any field line: no event half-built
+        ):
+            # The usual read, one whole ``data: ...\n\n`` event starting a fresh event: what
+            # the general path below would make of it, without splitting and field parsing.
+            text = chunk[6:-2].decode("utf-8", errors="replace")
+            return [SSEEvent(text, "message", None, arrived_at, arrived_at, self._id)]
+        out: list[SSEEvent] = []
         if buffer:
-            if b"\n" not in chunk and b"\r" not in chunk:
+            if 0x0A not in chunk and 0x0D not in chunk:
                 buffer += chunk  # still inside the same line: nothing to split
                 return out
             started = self._line_start

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -137,8 +138,13 @@ def fed_streams(draw: st.DrawFn) -> list[tuple[bytes, float]]:
     stream = b"".join(line + end for line, end in lines)
     if draw(st.booleans()):
         stream += draw(st.binary(max_size=20))  # a stray tail: a stream cut mid-line
-    cuts = sorted(draw(st.sets(st.integers(0, len(stream)), max_size=12)))
-    bounds = [0, *cuts, len(stream)]
+    cuts = draw(st.sets(st.integers(0, len(stream)), max_size=12))
+    ends = list(itertools.accumulate(len(line) + len(end) for line, end in lines))
+    if draw(st.booleans()):  # reads of whole events, as servers usually send them
+        cuts |= {end for end, (line, _) in zip(ends, lines, strict=True) if not line}
+    if ends and draw(st.booleans()):  # reads of whole lines, or a byte past one
+        cuts |= {end + draw(st.integers(0, 1)) for end in ends if draw(st.booleans())}
+    bounds = [0, *sorted(cuts), len(stream)]
     pieces = [stream[a:b] for a, b in itertools.pairwise(bounds)]
     gaps = draw(st.lists(st.floats(0.0, 1.0), min_size=len(pieces), max_size=len(pieces)))
     arrivals, now = [], 0.0
@@ -169,4 +175,27 @@ def test_same_events_for_crlf_streams_in_small_reads(stream: bytes, size: int) -
     parser, reference = SSEParser(), ReferenceParser()
     for i in range(0, len(stream), size):
         chunk = stream[i : i + size]
+        assert parser.feed(chunk, float(i)) == reference.feed(chunk, float(i))
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        [b"event: error\n", b"data: x\n\n"],
+        [b"data: a\n", b"data: b\n\n"],
+        [b"retry: 1\n", b"data: x\n\n"],
+        [b"id: 7\n\n", b"data: x\n\n"],
+        [b"da", b"data: x\n\n"],
+        [b"data: a\r", b"\ndata: x\n\n"],
+        [b"data: x\ny\n\n"],
+        [b"data: x\ny", b"\n\n"],
+        [b"data: x\r\n\n"],
+        [b"data: a\n\ndata: b\n\n"],
+        [b"data: x\n\n", b"data: \xe6\x96\x87\xff\n\n"],
+    ],
+)
+def test_same_events_where_a_read_holds_exactly_one_event(pieces: list[bytes]) -> None:
+    # A whole ``data:`` event in one read takes a shortcut; each case is a way it must not.
+    parser, reference = SSEParser(), ReferenceParser()
+    for i, chunk in enumerate(pieces):
         assert parser.feed(chunk, float(i)) == reference.feed(chunk, float(i))
