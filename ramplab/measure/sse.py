@@ -98,7 +98,7 @@ class SSEParser:
                 # Positional arguments: (data, event, comment, first_byte_at, completed_at, id).
                 out.append(
                     SSEEvent(
-                        data[0] if len(data) == 1 else "\n".join(data),
+                        "\n".join(data),
                         self._event or "message",
                         None,
                         started if self._event_start is None else self._event_start,
