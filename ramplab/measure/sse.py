@@ -53,18 +53,20 @@ class SSEParser:
         if not chunk:
             return []
         buffer = self._buffer
-        if (
-            chunk.startswith(b"data: ")
-            and chunk.find(b"\n") == len(chunk) - 2
-            and chunk[-1] == 0x0A
-            and 0x0D not in chunk  # an int: a memchr, where b"\r" would be a substring search
-            and not buffer
-            and self._event_start is None  # set by any field line: no event half-built
-        ):
-            # The usual read, one whole ``data: ...\n\n`` event starting a fresh event: what
-            # the general path below would make of it, without splitting and field parsing.
-            text = chunk[6:-2].decode("utf-8", errors="replace")
-            return [SSEEvent(text, "message", None, arrived_at, arrived_at, self._id)]
+        if chunk.startswith(b"data: ") and not buffer and self._event_start is None:
+            # The usual read: one whole ``data:`` event, on a parser with no event half-built
+            # (``_event_start`` is set by any field line). What the general path below would
+            # make of it, without splitting and field parsing.
+            if chunk.endswith(b"\n\n"):
+                payload = chunk[6:-2]
+            elif chunk.endswith(b"\r\n\r\n"):  # sse-starlette's line ends
+                payload = chunk[6:-4]
+            else:
+                payload = None
+            # Ints: a memchr each, where b"\r" would be a substring search.
+            if payload is not None and 0x0A not in payload and 0x0D not in payload:
+                text = payload.decode("utf-8", errors="replace")
+                return [SSEEvent(text, "message", None, arrived_at, arrived_at, self._id)]
         out: list[SSEEvent] = []
         if buffer:
             if 0x0A not in chunk and 0x0D not in chunk:
