@@ -4,14 +4,14 @@ The fast version walks an event's choices once and skips lookups it can prove em
 reference below is the code as it was, with a separate walk for the signed content and for the
 token text and generic ``Mapping`` checks. Random chunks — odd choices (not a list, not objects,
 several), deltas with content, reasoning, both or neither, legacy ``text``, usage, errors — and
-comment lines must leave every field of ``AttemptResult`` the same, and fail the same way — a
-number for ``choices`` included, which raises a ``TypeError`` out of the attempt before and after
-(not this speed change's to fix).
+comment lines must leave every field of ``AttemptResult`` the same and fail the same way. That
+includes a number for ``choices``, which raises a ``TypeError`` out of the attempt before and
+after (not this speed change's to fix).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -202,7 +202,9 @@ EVENTS = st.one_of(
 )
 
 
-def _outcome(handle: Any, events: list[SSEEvent]) -> tuple[AttemptResult, list[tuple[str, str]]]:
+def _outcome(
+    handle: Callable[[AttemptResult, SSEEvent], None], events: list[SSEEvent]
+) -> tuple[AttemptResult, list[tuple[str, str]]]:
     # Every event is handled, past failures too, so one early failure hides nothing after it.
     result = AttemptResult(sent_at=0.0, sent_epoch=0.0)
     failures: list[tuple[str, str]] = []
