@@ -32,6 +32,7 @@ class SSEEvent:
 class SSEParser:
     """Feed it ``(bytes, arrival_time)``; it returns the events those bytes completed."""
 
+    # The partial line held back from earlier chunks: never holds a "\r" or a "\n".
     _buffer: bytearray = field(default_factory=bytearray)
     _data: list[str] = field(default_factory=list)
     _event: str = ""
@@ -44,79 +45,86 @@ class SSEParser:
     def feed(self, chunk: bytes, arrived_at: float) -> list[SSEEvent]:
         """Parse ``chunk`` (which arrived at monotonic time ``arrived_at``)."""
         self.bytes_fed += len(chunk)
-        out: list[SSEEvent] = []
         if self._pending_cr:
             # A "\r" ended the previous chunk: a "\n" right after it ends the same line.
             self._pending_cr = False
             if chunk.startswith(b"\n"):
                 chunk = chunk[1:]
         if not chunk:
-            return out
-        if not self._buffer:
-            self._line_start = arrived_at
-        self._buffer += chunk
-        while True:
-            line = self._take_line()
-            if line is None:
-                break
-            started = self._line_start
-            self._line_start = arrived_at
-            self._line(line, started, arrived_at, out)
-        return out
-
-    def _take_line(self) -> bytes | None:
-        buf = self._buffer
-        lf = buf.find(b"\n")
-        cr = buf.find(b"\r")
-        if lf < 0 and cr < 0:
-            return None
-        if cr >= 0 and (lf < 0 or cr < lf):
-            line = bytes(buf[:cr])
-            if cr + 1 < len(buf):
-                del buf[: cr + (2 if buf[cr + 1] == 0x0A else 1)]
+            return []
+        buffer = self._buffer
+        if chunk.startswith(b"data: ") and not buffer and self._event_start is None:
+            # The usual read: one whole ``data:`` event, on a parser with no event half-built
+            # (``_event_start`` is set by any field line). What the general path below would
+            # make of it, without splitting and field parsing.
+            if chunk.endswith(b"\n\n"):
+                payload = chunk[6:-2]
+            elif chunk.endswith(b"\r\n\r\n"):  # sse-starlette's line ends
+                payload = chunk[6:-4]
             else:
-                self._pending_cr = True
-                del buf[: cr + 1]
-            return line
-        line = bytes(buf[:lf])
-        del buf[: lf + 1]
-        return line
+                payload = None
+            # Ints: a memchr each, where b"\r" would be a substring search.
+            if payload is not None and 0x0A not in payload and 0x0D not in payload:
+                text = payload.decode("utf-8", errors="replace")
+                return [SSEEvent(text, "message", None, arrived_at, arrived_at, self._id)]
+        out: list[SSEEvent] = []
+        if buffer:
+            if 0x0A not in chunk and 0x0D not in chunk:
+                buffer += chunk  # still inside the same line: nothing to split
+                return out
+            started = self._line_start
+            buffer += chunk
+            data = bytes(buffer)
+            buffer.clear()
+        else:
+            started = arrived_at
+            data = chunk
+        # bytes.splitlines() ends lines at exactly "\r\n", "\r" and "\n", as the spec does, and
+        # (unlike str's) at nothing else; it does the work of a find-and-cut loop in one C call.
+        lines = data.splitlines()
+        last = data[-1]
+        if last == 0x0D:
+            self._pending_cr = True
+        elif last != 0x0A:
+            buffer += lines.pop()
+            self._line_start = arrived_at if lines else started
+        for line in lines:
+            self._line(line, started, arrived_at, out)
+            started = arrived_at
+        return out
 
     def _line(self, raw: bytes, started: float, arrived_at: float, out: list[SSEEvent]) -> None:
         if not raw:
-            if self._data or self._event:
+            data = self._data
+            if data or self._event:
+                # Positional arguments: (data, event, comment, first_byte_at, completed_at, id).
                 out.append(
                     SSEEvent(
-                        data="\n".join(self._data),
-                        event=self._event or "message",
-                        first_byte_at=self._event_start
-                        if self._event_start is not None
-                        else started,
-                        completed_at=arrived_at,
-                        id=self._id,
+                        "\n".join(data),
+                        self._event or "message",
+                        None,
+                        started if self._event_start is None else self._event_start,
+                        arrived_at,
+                        self._id,
                     )
                 )
-            self._data = []
-            self._event = ""
+                self._data = []
+                self._event = ""
             self._event_start = None
             return
         line = raw.decode("utf-8", errors="replace")
-        if line.startswith(":"):
-            out.append(
-                SSEEvent(
-                    data="",
-                    event="comment",
-                    comment=line[1:].removeprefix(" "),
-                    first_byte_at=started,
-                    completed_at=arrived_at,
-                )
-            )
+        if line.startswith("data: "):  # nearly every line: skip the generic field split
+            value = line[6:]
+            name = "data"
+        elif line.startswith(":"):
+            out.append(SSEEvent("", "comment", line[1:].removeprefix(" "), started, arrived_at))
             return
+        else:
+            name, sep, value = line.partition(":")
+            if sep:
+                value = value.removeprefix(" ")
         if self._event_start is None:
             self._event_start = started
-        name, sep, value = line.partition(":")
-        if sep:
-            value = value.removeprefix(" ")
         if name == "data":
             self._data.append(value)
         elif name == "event":
