@@ -253,8 +253,11 @@ def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
         raise _StreamFailure("malformed_json", f"{exc}: {event.data[:200]!r}") from None
     if not isinstance(chunk, dict):
         raise _StreamFailure("malformed_json", f"event is not a JSON object: {event.data[:200]!r}")
-    if "error" in chunk and not chunk.get("choices"):
+    choices = chunk.get("choices")
+    if "error" in chunk and not choices:
         raise _StreamFailure("stream_error", event.data[:500])
+    if choices and not isinstance(choices, list):
+        raise _StreamFailure("malformed_json", f"choices is not an array: {event.data[:200]!r}")
     usage = chunk.get("usage")
     if usage is not None:
         _apply_usage(result, usage)

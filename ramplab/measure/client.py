@@ -417,9 +417,10 @@ class MeasuredClient(httpx.Client):
     ``httpx.Request`` (URL parsing, header normalising and validating) and the ``httpx.Response``
     took ~8 % of the generator's CPU at 300 streams (py-spy, ``bench/stream_accuracy.py``'s
     load). :meth:`open` sends with the headers ``send`` would have sent (the client's defaults —
-    but ``Accept-Encoding: identity`` —, ``Host``, ``Content-Length``), its timeouts and the trace callback, over HTTP/1.1 on
-    ``http11.py``'s connections (h11's per-read state machine was the largest share of the CPU
-    left) and over HTTP/2 on httpcore's pool; the URL is parsed once per client. Everything else
+    but ``Accept-Encoding: identity`` —, ``Host``, ``Content-Length``), its timeouts and the
+    trace callback, over HTTP/1.1 on ``http11.py``'s connections (h11's per-read state machine
+    was the largest share of the CPU left) and over HTTP/2 on httpcore's pool; the URL is parsed
+    once per client. Everything else
     (the JWT token fetch, ``/v1/models``) goes through httpx as usual.
     """
 

@@ -4,9 +4,9 @@ The fast version walks an event's choices once and skips lookups it can prove em
 reference below is the code as it was, with a separate walk for the signed content and for the
 token text and generic ``Mapping`` checks. Random chunks — odd choices (not a list, not objects,
 several), deltas with content, reasoning, both or neither, legacy ``text``, usage, errors — and
-comment lines must leave every field of ``AttemptResult`` the same and fail the same way. That
-includes a number for ``choices``, which raises a ``TypeError`` out of the attempt before and
-after (not this speed change's to fix).
+comment lines must leave every field of ``AttemptResult`` the same and fail the same way. One
+change on purpose, in both: ``choices`` that is there but not an array is ``malformed_json``
+(a number used to raise a ``TypeError`` out of the attempt; a string or object was walked).
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ def reference_handle_event(result: AttemptResult, event: SSEEvent) -> None:
         raise _StreamFailure("malformed_json", f"event is not a JSON object: {event.data[:200]!r}")
     if "error" in chunk and not chunk.get("choices"):
         raise _StreamFailure("stream_error", event.data[:500])
+    if chunk.get("choices") and not isinstance(chunk["choices"], list):
+        raise _StreamFailure("malformed_json", f"choices is not an array: {event.data[:200]!r}")
     _apply_usage(result, chunk.get("usage"))
     if result.completion_id is None and isinstance(chunk.get("id"), str):
         result.completion_id = chunk["id"]
@@ -214,8 +216,6 @@ def _outcome(
             handle(result, event)
         except _StreamFailure as exc:
             failures.append((exc.kind, exc.detail))
-        except TypeError as exc:  # a number for "choices": kept as it was, see the module doc
-            failures.append(("TypeError", str(exc)))
     return result, failures
 
 
@@ -223,3 +223,10 @@ def _outcome(
 @given(events=st.lists(EVENTS, max_size=12))
 def test_same_result_as_the_reference_for_any_events(events: list[SSEEvent]) -> None:
     assert _outcome(_handle_event, events) == _outcome(reference_handle_event, events)
+
+
+def test_choices_that_are_not_an_array_are_malformed() -> None:
+    for data in ('{"choices": 1}', '{"choices": "abc"}', '{"choices": {"delta": {}}}'):
+        result, failures = _outcome(_handle_event, [SSEEvent(data)])
+        assert [kind for kind, _ in failures] == ["malformed_json"]
+        assert result.token_events == []
