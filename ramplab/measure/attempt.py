@@ -156,16 +156,16 @@ REASONING_KEYS = ("reasoning_content", "reasoning")
 _NUMBER = (int, float)
 
 
-def _take_content(result: AttemptResult, chunk: dict[str, Any], at: float) -> None:
+def _take_content(result: AttemptResult, choices: list[Any] | None, at: float) -> None:
     """Record an event's output text in one walk over its choices: the first choice's
     ``delta.content`` as signed (``content_parts``), and every choice's answer and reasoning text
     as one ``TokenEvent``."""
     text = ""
     answer = False
     first = True
-    # ``or ()`` walks whatever truthy value is there; orjson gives only dicts as JSON objects,
-    # so ``isinstance(..., dict)`` is the cheap exact test for a Mapping here.
-    for choice in chunk.get("choices") or ():
+    # orjson gives only dicts as JSON objects, so ``isinstance(..., dict)`` is the cheap exact
+    # test for a Mapping here.
+    for choice in choices or ():
         if isinstance(choice, dict):
             delta = choice.get("delta") or {}
             if isinstance(delta, dict):
@@ -263,7 +263,7 @@ def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
         _apply_usage(result, usage)
     if result.completion_id is None and isinstance(chunk.get("id"), str):
         result.completion_id = chunk["id"]
-    _take_content(result, chunk, event.first_byte_at)
+    _take_content(result, choices or None, event.first_byte_at)
 
 
 def run_attempt(

@@ -326,9 +326,7 @@ class TimedTransport(httpx.HTTPTransport):
         exc_value: BaseException | None = None,
         traceback: TracebackType | None = None,
     ) -> None:
-        if self.http11 is not None:
-            self.http11.close()
-        super().__exit__(exc_type, exc_value, traceback)
+        self.close()  # what httpx's __exit__ does too: close the pool
 
 
 def _resolver(options: ClientOptions) -> DnsResolver | None:

@@ -168,6 +168,13 @@ class Http11Response:
     def _read(self) -> bytes:
         return self.network_stream.read(READ_BYTES, self.timeout)
 
+    def _more(self, cut_short: str) -> bytes:
+        """The next read; the server closing instead is a ``RemoteProtocolError``."""
+        data = self._read()
+        if not data:
+            raise httpcore.RemoteProtocolError(cut_short)
+        return data
+
     def read_head(self) -> None:
         buffer = self._buffer
         while True:
@@ -175,12 +182,7 @@ class Http11Response:
             if end is None:
                 if len(buffer) > MAX_HEAD_BYTES:
                     raise httpcore.RemoteProtocolError("response head too large")
-                data = self._read()
-                if not data:
-                    raise httpcore.RemoteProtocolError(
-                        "Server disconnected without sending a response."
-                    )
-                buffer += data
+                buffer += self._more("Server disconnected without sending a response.")
                 continue
             head, buffer = buffer[: end.start()], buffer[end.end() :]
             status, version, headers = _parse_head(head)
@@ -200,10 +202,10 @@ class Http11Response:
         try:
             if self.status in (204, 304):
                 body: Iterator[bytes] = iter(())
-            elif _values(self.headers, b"transfer-encoding"):
-                if [v.strip().lower() for v in _values(self.headers, b"transfer-encoding")] != [
-                    b"chunked"
-                ]:
+            elif codings := [
+                v.strip().lower() for v in _values(self.headers, b"transfer-encoding")
+            ]:
+                if codings != [b"chunked"]:
                     raise httpcore.RemoteProtocolError("unsupported Transfer-Encoding")
                 body = self._chunked()
             else:
@@ -251,13 +253,10 @@ class Http11Response:
             if pieces:
                 yield pieces[0] if len(pieces) == 1 else b"".join(pieces)
                 pieces = []
-            data = self._read()
-            if not data:
-                raise httpcore.RemoteProtocolError(
-                    "peer closed connection without sending complete message body: "
-                    "incomplete chunked read"
-                )
-            buffer += data
+            buffer += self._more(
+                "peer closed connection without sending complete message body: "
+                "incomplete chunked read"
+            )
 
     def _trailers(self, buffer: bytes) -> None:
         """Trailer fields after the last chunk, up to the blank line; their values unused."""
@@ -272,12 +271,7 @@ class Http11Response:
                 continue
             if len(buffer) > MAX_HEAD_BYTES:
                 raise httpcore.RemoteProtocolError("trailers too large")
-            data = self._read()
-            if not data:
-                raise httpcore.RemoteProtocolError(
-                    "peer closed connection without sending complete message body"
-                )
-            buffer += data
+            buffer += self._more("peer closed connection without sending complete message body")
 
     def _sized(self, length: int) -> Iterator[bytes]:
         buffer, self._buffer = self._buffer, b""
@@ -290,12 +284,10 @@ class Http11Response:
                 yield buffer
             if length == 0:
                 return
-            buffer = self._read()
-            if not buffer:
-                raise httpcore.RemoteProtocolError(
-                    "peer closed connection without sending complete message body: "
-                    f"{length} bytes missing"
-                )
+            buffer = self._more(
+                "peer closed connection without sending complete message body: "
+                f"{length} bytes missing"
+            )
 
     def _until_close(self) -> Iterator[bytes]:
         self._keep_alive = False
