@@ -8,6 +8,12 @@ in their 95 % intervals. The intervals are t intervals over run means (3 degrees
 here), so a loaded machine widens them rather than breaking the check; they must still be
 informative: half-widths under 0.5 ms for both (τ within 10 %). Measured with the machine's
 load average at 5 on 2 cores: ±0.044 ms for τ and ±0.073 ms for σ, a margin of ~7×.
+
+A 95 % interval misses the true value in one run of twenty by construction, and a tight one
+misses a real but tiny bias: a fresh-clone CI run (2026-12-03 17:35 UTC, parallel phase) fitted
+τ = 5.011 ms with 95 % CI 5.001–5.021 — the target, loaded, paced 0.2 % slow, and the study
+rightly said OUTSIDE. So the fit must hold the configured value in its interval *or* within
+``PRACTICAL_MS`` of it (1 % of τ), and the report must say which of the two it is.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import pytest
 from ramplab.experiment.manifest import Manifest
 from ramplab.study.registry import analyse
 from tests.support.cli import ramplab
+
+PRACTICAL_MS = 0.05  # closer than this to the configured value is recovered, interval or not
 
 # One worker for the module: its tests share one run (tests/conftest.py).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("chunking-run")]
@@ -63,11 +71,16 @@ def test_the_fit_recovers_the_configured_itl_and_event_sleep(
     _, result = study
     params = result["data"]["parameters"]
     tau, sigma = params["itl_ms"], params["event_ms[sleep=1]"]
-    assert tau["low"] <= 5.0 <= tau["high"], tau
-    assert sigma["low"] <= 1.0 <= sigma["high"], sigma
+    assert _recovers(tau, 5.0), tau
+    assert _recovers(sigma, 1.0), sigma
     assert tau["high"] - tau["low"] < 1.0, tau
     assert sigma["high"] - sigma["low"] < 1.0, sigma
     assert result["data"]["dof"] == 3  # 4 TTFT + 3 stream run means − 4 parameters
+
+
+def _recovers(parameter: dict[str, Any], configured: float) -> bool:
+    inside = parameter["low"] <= configured <= parameter["high"]
+    return inside or abs(parameter["value"] - configured) <= PRACTICAL_MS
 
 
 def test_the_study_reports_tables_charts_and_an_optimum(
@@ -87,7 +100,9 @@ def test_the_study_reports_tables_charts_and_an_optimum(
     assert optima["ttlt_under_ttft"]["budget_ms"] == 100
     text = (directory / "study.md").read_text()
     assert "Optimum chunk size" in text
-    assert "the configured latency.itl_ms 5 ms inside the interval" in text
+    tau = result["data"]["parameters"]["itl_ms"]
+    verdict = "inside" if tau["low"] <= 5.0 <= tau["high"] else "OUTSIDE"
+    assert f"the configured latency.itl_ms 5 ms {verdict} the interval" in text
 
 
 def test_the_analysis_is_a_function_of_the_saved_runs(
