@@ -25,7 +25,7 @@ system-deps:
 # The 1 -> 100 QPS ramp on the local stack (ramplab run campaigns/demo.yaml); DEMO_ARGS are
 # passed on, e.g. make demo DEMO_ARGS="--workers 3".
 demo: $(STAMP)
-	$(BIN)/python -m ramplab.stack.demo $(DEMO_ARGS)
+	$(BIN)/python -m ramplab.cli.demo $(DEMO_ARGS)
 
 # The whole suite, in parallel (pytest-xdist, configured in pyproject.toml). PYTEST_ARGS are
 # passed on, e.g. the quick loop: make test PYTEST_ARGS='-m "not slow"'.

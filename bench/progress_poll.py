@@ -20,7 +20,7 @@ import orjson
 
 from ramplab.load.shapes import stepped
 from ramplab.measure.record import AttemptRecord, RequestRecord
-from ramplab.stack.progress import LiveProgress
+from ramplab.runs.progress import LiveProgress
 
 BATCH = 100
 TOTAL = 20_000

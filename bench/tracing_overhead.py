@@ -24,9 +24,9 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from bench.servers import UNPACED, target
 from ramplab.measure.chain import Endpoint, RequestChain
-from ramplab.measure.context import UserContext
 from ramplab.measure.tracing import AttemptTracer
 from ramplab.options.settings import UserSettings
+from ramplab.plugin.context import UserContext
 
 REQUESTS = 200
 TOKENS = 64

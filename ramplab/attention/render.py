@@ -1,6 +1,6 @@
 """The attention backtrace as tables (rich), a JSON document and a plotly chart (offline HTML).
 
-The chart follows the report's conventions (``ramplab.results.charts``): a ``Chart`` with a
+The chart follows the report's conventions (``ramplab.report.charts``): a ``Chart`` with a
 stable key, the report's palette, plotly.js inlined once in the page so that it opens offline.
 """
 
@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ramplab.attention.relevance import Relevance
-from ramplab.results.charts import PALETTE, Chart, charts_html, plotly_script
+from ramplab.report.charts import PALETTE, Chart, charts_html, plotly_script
 
 __all__ = ["Backtrace", "chart", "print_backtrace", "to_json", "write_chart"]
 

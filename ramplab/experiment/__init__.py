@@ -25,7 +25,7 @@ comparison, and the max-rate search under SLO.
     cpu.py           the generator's own CPU per worker, from /proc
     search_table.py  ``search.json`` shown: the probe table and the answer
 
-Nothing is imported here: ``ramplab.stack.campaign`` imports ``search.py`` for the campaign's
+Nothing is imported here: ``ramplab.campaign.schema`` imports ``search.py`` for the campaign's
 ``search:`` section, and the comparison side imports ``stack``; importing the package must not
 pull the one into the other.
 

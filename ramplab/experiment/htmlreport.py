@@ -35,8 +35,8 @@ from ramplab.experiment.render import (
     table_rows,
     value_text,
 )
-from ramplab.results.charts import Chart, charts_html, run_charts
-from ramplab.results.htmlreport import html_page, html_table
+from ramplab.report.charts import Chart, charts_html, run_charts
+from ramplab.report.html import html_page, html_table
 from ramplab.study.result import StudyResult
 
 __all__ = ["render_html", "study_charts"]

@@ -25,8 +25,8 @@ from ramplab.experiment.render import (
     markdown_table,
     recommendation_line,
 )
-from ramplab.results.mdreport import markdown_table as plain_table
-from ramplab.results.tables import Table
+from ramplab.report.markdown import markdown_table as plain_table
+from ramplab.report.tables import Table
 from ramplab.study.result import StudyResult
 
 __all__ = ["render_markdown"]

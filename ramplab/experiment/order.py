@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ramplab.experiment.matrix import Experiment
+from ramplab.campaign.variants import Experiment
 
 __all__ = ["PlannedRun", "plan_runs"]
 

@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 
 from ramplab.experiment.compare import Comparison
-from ramplab.experiment.manifest import Manifest
 from ramplab.experiment.recommendations import variant_recommendations
 from ramplab.experiment.render import Advice
+from ramplab.report.charts import PALETTE, LabelledRun
+from ramplab.report.tables import Table, phase_table
 from ramplab.results.breakdown import PhaseBreakdown, breakdowns
-from ramplab.results.charts import PALETTE, LabelledRun
 from ramplab.results.summary import RunSummary
-from ramplab.results.tables import Table, phase_table
+from ramplab.runs.manifest import Manifest
 from ramplab.study.result import STUDY_JSON, StudyResult
 
 __all__ = [

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ramplab.experiment.sources import Group, RunData
-from ramplab.results.digest import read_digest
-from ramplab.results.recommend import (
+from ramplab.report.recommend import (
     RECOMMENDATIONS_FILE,
     RULES,
     Recommendation,
     recommend,
 )
-from ramplab.stack.rebuild import load_summary
+from ramplab.results.digest import read_digest
+from ramplab.runs.rebuild import load_summary
 
 __all__ = ["VariantRecommendation", "merge", "read_recommendations", "variant_recommendations"]
 

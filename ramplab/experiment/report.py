@@ -22,16 +22,16 @@ from ramplab.exitcodes import ExitCode
 from ramplab.experiment.compare import Comparison, compare
 from ramplab.experiment.expr import parse_conditions
 from ramplab.experiment.htmlreport import render_html
-from ramplab.experiment.manifest import Manifest
 from ramplab.experiment.mdreport import render_markdown
 from ramplab.experiment.overview import gather
 from ramplab.experiment.recommendations import variant_recommendations
 from ramplab.experiment.render import Advice, print_comparison, write_comparison
 from ramplab.experiment.sources import expand
+from ramplab.report.run import write_report
 from ramplab.results.outcome import exit_code
-from ramplab.results.report import write_report
 from ramplab.results.slo import Gate, evaluate_gates
-from ramplab.stack.rebuild import load_summary
+from ramplab.runs.manifest import Manifest
+from ramplab.runs.rebuild import load_summary
 from ramplab.study.registry import analyse
 from ramplab.study.result import StudyResult
 

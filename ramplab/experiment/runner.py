@@ -23,15 +23,15 @@ from typing import Any
 import yaml
 from rich.console import Console
 
+from ramplab.campaign.schema import Campaign, parse_campaign
+from ramplab.campaign.variants import Experiment, Variant
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
-from ramplab.experiment.manifest import Manifest, RunEntry, VariantEntry, now, status_of
-from ramplab.experiment.matrix import Experiment, Variant
 from ramplab.experiment.order import PlannedRun, plan_runs
 from ramplab.experiment.report import analyse_experiment, write_experiment_report
-from ramplab.stack.campaign import Campaign, parse_campaign
-from ramplab.stack.rebuild import CAMPAIGN_FILE
-from ramplab.stack.resultsdir import new_results_dir
+from ramplab.runs.manifest import Manifest, RunEntry, VariantEntry, now, status_of
+from ramplab.runs.naming import new_results_dir
+from ramplab.runs.rebuild import CAMPAIGN_FILE
 from ramplab.stack.run import RunRequest, execute
 
 __all__ = ["run_campaign", "run_experiment"]

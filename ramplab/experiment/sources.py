@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ramplab.errors import UsageError
-from ramplab.experiment.manifest import MANIFEST, Manifest
-from ramplab.stack.rebuild import load_summary
+from ramplab.runs.manifest import MANIFEST, Manifest
+from ramplab.runs.rebuild import load_summary
 
 __all__ = ["Group", "RunData", "expand", "read_summary"]
 

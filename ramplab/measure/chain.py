@@ -18,8 +18,8 @@ from ramplab.measure.client import MeasuredClient
 from ramplab.measure.integrity import Verifier
 from ramplab.measure.phases import note_phases
 from ramplab.measure.record import AttemptRecord, RequestRecord
-from ramplab.measure.tokens import ApproxTokenCounter, TokenCounter
 from ramplab.retry.base import AttemptOutcome, NoRetry, RetryPolicy
+from ramplab.workload.tokens import ApproxTokenCounter, TokenCounter
 
 if TYPE_CHECKING:  # OpenTelemetry is loaded only when tracing is on (tracing.py)
     from ramplab.measure.tracing import AttemptTracer

@@ -20,9 +20,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ramplab.datasets.dataset import parse_range
-from ramplab.datasets.lengths import parse_output_lengths
-from ramplab.datasets.prefix import parse_shared_prefix
 from ramplab.errors import UsageError
 from ramplab.load.arrivals.schedule import make_process
 from ramplab.load.outage import parse_outage
@@ -30,6 +27,9 @@ from ramplab.load.shapes import parse_shape
 from ramplab.load.think import SPEC_HELP, parse_think_time
 from ramplab.results.slo import parse_gates, parse_request_slo
 from ramplab.retry.config import parse_retry
+from ramplab.workload.dataset import parse_range
+from ramplab.workload.lengths import parse_output_lengths
+from ramplab.workload.prefix import parse_shared_prefix
 
 __all__ = [
     "ADDRESS",

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ramplab.errors import UsageError
-from ramplab.measure.needle import needle_option
 from ramplab.options import kinds
 from ramplab.options.kinds import Kind
+from ramplab.workload.needle import needle_option
 
 __all__ = [
     "GROUPS",

@@ -61,11 +61,11 @@ from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.load.plan import PLAN_MESSAGE, PROGRESS_MESSAGE, Plan
 from ramplab.measure.client import PollFactory
-from ramplab.measure.context import Sink, UserContext
 from ramplab.options import RunOptions
 from ramplab.plugin import progress
 from ramplab.plugin.clock import ClockProbe, answer_pings
 from ramplab.plugin.connect import ConnectWatch
+from ramplab.plugin.context import Sink, UserContext
 from ramplab.plugin.default_args import cache_default_args
 from ramplab.plugin.exporters import Exporters, scenario_name
 from ramplab.plugin.forwarder import Forwarder, receive_into

@@ -14,9 +14,13 @@ from ramplab.load.arrivals.trace import TraceArrivals
 from ramplab.load.pacer import Arrival
 from ramplab.load.shapes import Stage
 from ramplab.load.trace import Trace
-from ramplab.measure.filler import filler_prompt
 from ramplab.measure.record import RequestRecord
-from ramplab.measure.session import (
+from ramplab.plugin.plugin import install, plugin_of
+from ramplab.plugin.users import LLMStreamUser
+from ramplab.plugin.worker import WorkerEngine
+from ramplab.retry.base import RetryPolicy
+from ramplab.workload.filler import filler_prompt
+from ramplab.workload.session import (
     Conversation,
     ConversationSource,
     PromptTurns,
@@ -24,10 +28,6 @@ from ramplab.measure.session import (
     session_id,
     session_settings,
 )
-from ramplab.plugin.plugin import install, plugin_of
-from ramplab.plugin.users import LLMStreamUser
-from ramplab.plugin.worker import WorkerEngine
-from ramplab.retry.base import RetryPolicy
 
 IDLE_S = 0.05
 

@@ -1,6 +1,6 @@
 """What a campaign needs before any process starts, checked by ``validate`` and ``run``.
 
-Parsing a campaign (``ramplab.stack.campaign``) checks each field's form; the checks here look at
+Parsing a campaign (``ramplab.campaign.schema``) checks each field's form; the checks here look at
 what the fields point to: the prompts file, the credentials the chosen auth mode needs (from the
 file or the ``RAMPLAB_*`` variables the Locust processes read), and the summary metric each gate
 names.
@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ramplab.campaign.schema import Campaign, CampaignError
 from ramplab.errors import UsageError
-from ramplab.measure.tokens import token_counter
 from ramplab.results.producer import EngineCounts, RunFacts, summarize
 from ramplab.results.slo import Gate, evaluate_gates, parse_gates
-from ramplab.stack.campaign import Campaign, CampaignError
+from ramplab.workload.tokens import token_counter
 
 __all__ = ["check_campaign", "check_gates", "summary_template", "target_check", "target_env"]
 
@@ -55,8 +55,8 @@ def check_gates(campaign: Campaign, gates: Sequence[Gate], field: str) -> None:
 def _check_dataset(campaign: Campaign) -> None:
     """Every record of the dataset, read as the workers will read it: a bad line is refused now,
     naming ``FILE:LINE``, not by each Locust process after the stack started."""
-    from ramplab.datasets.dataset import Dataset, parse_range
-    from ramplab.prompts.tokenizers import load_tokenizer
+    from ramplab.workload.dataset import Dataset, parse_range
+    from ramplab.workload.tokenizers import load_tokenizer
 
     w = campaign.workload
     if w.dataset is None:

@@ -28,22 +28,22 @@ from rich.live import Live
 from rich.markup import escape
 
 from ramplab import data
+from ramplab.campaign.schema import Campaign
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
+from ramplab.report.run import print_steps, write_report
 from ramplab.results.outcome import exit_code
-from ramplab.results.report import print_steps, write_report
 from ramplab.results.selfcheck import generator_warning
 from ramplab.results.slo import Gate, evaluate_gates, print_gates
 from ramplab.results.summary import RunSummary
+from ramplab.runs.naming import keep_trace, new_results_dir
+from ramplab.runs.progress import LiveProgress
+from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
 from ramplab.stack import preflight
-from ramplab.stack.campaign import Campaign
 from ramplab.stack.dns import DEFAULT_NAME
 from ramplab.stack.local import LocalStack, StackConfig, StackError
 from ramplab.stack.monitoring import Monitoring, find_prometheus, loopback_address
 from ramplab.stack.process import free_port
-from ramplab.stack.progress import LiveProgress
-from ramplab.stack.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
-from ramplab.stack.resultsdir import keep_trace, new_results_dir
 
 __all__ = ["RunRequest", "execute"]
 

@@ -11,7 +11,7 @@ from ramplab.errors import UsageError
 from ramplab.study.result import StudyResult
 
 if TYPE_CHECKING:
-    from ramplab.experiment.manifest import Manifest
+    from ramplab.runs.manifest import Manifest
 
 __all__ = ["STUDIES", "analyse", "check_study"]
 
@@ -19,12 +19,12 @@ Analysis = Callable[[Path, "Manifest"], StudyResult]
 
 # name -> "module:function"; loaded on use, so validating a campaign imports no analysis.
 STUDIES: dict[str, str] = {
-    "chunking": "ramplab.study.chunking:analyse",
-    "decay": "ramplab.study.decay:analyse",
-    "decomposition": "ramplab.study.decomposition:analyse",
-    "inflation": "ramplab.study.inflation:analyse",
-    "retries": "ramplab.study.retries:analyse",
-    "needle": "ramplab.study.needle:analyse",
+    "chunking": "ramplab.study.chunking.analysis:analyse",
+    "decay": "ramplab.study.decay.analysis:analyse",
+    "decomposition": "ramplab.study.decomposition.analysis:analyse",
+    "inflation": "ramplab.study.inflation.analysis:analyse",
+    "retries": "ramplab.study.retries.analysis:analyse",
+    "needle": "ramplab.study.needle.analysis:analyse",
 }
 
 

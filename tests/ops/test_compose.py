@@ -21,14 +21,14 @@ import jsonschema
 import pytest
 import yaml
 
-from ramplab.options import schema
-from ramplab.stack.campaign import load_campaign
-from ramplab.stack.container import (
+from ramplab.campaign.schema import load_campaign
+from ramplab.cli.container import (
     ContainerSettings,
     check_option_variables,
     settings_from,
     worker_argv,
 )
+from ramplab.options import schema
 from tests.support.processes import REPO
 
 COMPOSE = REPO / "docker-compose.yml"

@@ -20,7 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from ramplab.stack.container import check_option_variables, settings_from
+from ramplab.cli.container import check_option_variables, settings_from
 from tests.support.processes import REPO
 
 MANIFESTS = REPO / "deploy" / "kubernetes" / "ramplab.yaml"

@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.support.processes import REPO, Process, group_gone, python
 
-RAMPLAB = python("-m", "ramplab.stack.cli")
+RAMPLAB = python("-m", "ramplab.cli.app")
 
 # A campaign of the smoke campaign's kind, shorter: one constant-rate stage.
 TINY = """\

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ramplab.prompts.corpus import read_prompts
-from ramplab.prompts.tokenizers import load_tokenizer
+from ramplab.workload.prompt_file import read_prompts
+from ramplab.workload.tokenizers import load_tokenizer
 from target_service.errors import SettingsError
 from target_service.settings import load_settings
 from target_service.tokenizer import make_tokenizer

@@ -15,18 +15,18 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ramplab.datasets.dataset import Dataset
-from ramplab.datasets.inspect import print_inspection
-from ramplab.datasets.lengths import OutputLengths
-from ramplab.datasets.source import Workload
+from ramplab.campaign.schema import parse_campaign
 from ramplab.errors import UsageError
 from ramplab.measure.chain import Endpoint, RequestChain
 from ramplab.measure.client import ClientOptions, make_client
-from ramplab.measure.workload import request_body
 from ramplab.options.settings import UserSettings
-from ramplab.prompts.tokenizers import load_tokenizer
-from ramplab.stack.campaign import parse_campaign
 from ramplab.stack.preflight import check_campaign
+from ramplab.workload.dataset import Dataset
+from ramplab.workload.inspect import print_inspection
+from ramplab.workload.lengths import OutputLengths
+from ramplab.workload.prompts import request_body
+from ramplab.workload.source import Workload
+from ramplab.workload.tokenizers import load_tokenizer
 from tests.support.cli import ramplab
 from tests.support.processes import REPO
 from tests.support.targets import SharedTarget

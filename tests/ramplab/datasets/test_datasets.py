@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from ramplab.datasets.dataset import Dataset, TokenRange, parse_range
-from ramplab.datasets.formats import read_exchanges
-from ramplab.datasets.lengths import OutputLengths, parse_output_lengths
-from ramplab.datasets.prefix import SharedPrefix, parse_shared_prefix
-from ramplab.datasets.source import Workload
 from ramplab.errors import UsageError
-from ramplab.prompts.tokenizers import load_tokenizer
+from ramplab.workload.dataset import Dataset, TokenRange, parse_range
+from ramplab.workload.dataset_formats import read_exchanges
+from ramplab.workload.lengths import OutputLengths, parse_output_lengths
+from ramplab.workload.prefix import SharedPrefix, parse_shared_prefix
+from ramplab.workload.source import Workload
+from ramplab.workload.tokenizers import load_tokenizer
 
 APPROX = load_tokenizer("approx")
 

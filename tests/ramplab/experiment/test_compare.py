@@ -12,12 +12,12 @@ from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.experiment.compare import compare
 from ramplab.experiment.expr import parse_conditions
-from ramplab.experiment.manifest import Manifest, RunEntry, RunStatus, VariantEntry
 from ramplab.experiment.render import markdown, write_comparison
 from ramplab.experiment.sources import expand
 from ramplab.load.shapes import parse_shape
 from ramplab.results.producer import EngineCounts, RunFacts, summarize
 from ramplab.results.summary import RunSummary
+from ramplab.runs.manifest import Manifest, RunEntry, RunStatus, VariantEntry
 from tests.support.cli import ramplab
 
 

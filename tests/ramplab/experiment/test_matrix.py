@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ramplab.experiment.matrix import load_experiment, parse_experiment
+from ramplab.campaign.schema import CampaignError, load_campaign
+from ramplab.campaign.variants import load_experiment, parse_experiment
 from ramplab.experiment.order import plan_runs
-from ramplab.stack.campaign import CampaignError, load_campaign
 
 BASE: dict[str, Any] = {
     "name": "exp",

@@ -13,10 +13,10 @@ from typing import Literal
 import plotly.graph_objects as go
 from rich.console import Console
 
-from ramplab.experiment.manifest import Manifest
 from ramplab.experiment.recommendations import merge, read_recommendations
 from ramplab.experiment.report import conclude
-from ramplab.results.recommend import RECOMMENDATIONS_FILE, Recommendation
+from ramplab.report.recommend import RECOMMENDATIONS_FILE, Recommendation
+from ramplab.runs.manifest import Manifest
 from ramplab.study.result import StudyResult, StudyTable
 from tests.ramplab.experiment.test_compare import write_experiment
 from tests.support.cli import ramplab

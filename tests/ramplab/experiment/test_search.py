@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
+from ramplab.campaign.schema import CampaignError, parse_campaign
 from ramplab.errors import UsageError
-from ramplab.experiment.search import Outcome, SearchSpec, answer, bracket, next_rate
 from ramplab.load.shapes import parse_shape
-from ramplab.stack.campaign import CampaignError, parse_campaign
+from ramplab.search.strategy import Outcome, SearchSpec, answer, bracket, next_rate
 
 
 def simulate(spec: SearchSpec, passes: Callable[[float], bool]) -> list[float]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ramplab.experiment.search_table import SEARCH_FILE
+from ramplab.search.table import SEARCH_FILE
 from tests.support.cli import ramplab
 from tests.support.processes import REPO
 

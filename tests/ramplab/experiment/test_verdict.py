@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from ramplab.experiment.search import SearchSpec
-from ramplab.experiment.verdict import Window, judge, saturation
+from ramplab.search.strategy import SearchSpec
+from ramplab.search.verdict import Window, judge, saturation
 
 SPEC = SearchSpec(goodput_min=90, confidence=0.95)
 

@@ -21,9 +21,9 @@ import pytest
 
 from ramplab.measure.chain import Endpoint, RequestChain
 from ramplab.measure.client import ClientOptions, make_client
-from ramplab.measure.tokens import ApproxTokenCounter
-from ramplab.measure.workload import SyntheticPrompts, prompt_source, request_body
 from ramplab.options.settings import UserSettings
+from ramplab.workload.prompts import SyntheticPrompts, prompt_source, request_body
+from ramplab.workload.tokens import ApproxTokenCounter
 from tests.support.processes import REPO, TargetProcess
 from tests.support.tiny_server import DONE, ROLE, Reply, TinyServer, chunk
 

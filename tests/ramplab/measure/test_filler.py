@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from ramplab.measure.filler import POOL_WORDS, filler_prompt, filler_text
+from ramplab.workload.filler import POOL_WORDS, filler_prompt, filler_text
 from target_service.tokenizer import ApproxTokenizer
 
 

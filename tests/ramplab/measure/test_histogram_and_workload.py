@@ -9,11 +9,11 @@ import pytest
 from ramplab.errors import UsageError
 from ramplab.measure.chain import allocate_tokens
 from ramplab.measure.record import AttemptRecord, RequestRecord
-from ramplab.measure.tokens import ApproxTokenCounter
-from ramplab.measure.workload import FilePrompts, SyntheticPrompts, request_body
 from ramplab.options import kinds
 from ramplab.options.settings import UserSettings
 from ramplab.results.writer import record_from_dict
+from ramplab.workload.prompts import FilePrompts, SyntheticPrompts, request_body
+from ramplab.workload.tokens import ApproxTokenCounter
 
 
 def test_token_allocation_rules() -> None:

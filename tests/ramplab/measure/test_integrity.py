@@ -23,7 +23,6 @@ from cryptography.hazmat.primitives.asymmetric import padding
 
 from ramplab.measure.chain import Endpoint, RequestChain
 from ramplab.measure.client import ClientOptions, make_client
-from ramplab.measure.context import UserContext
 from ramplab.measure.integrity import (
     IntegrityError,
     JwksKeys,
@@ -34,6 +33,7 @@ from ramplab.measure.integrity import (
 )
 from ramplab.measure.record import RequestRecord
 from ramplab.options.settings import UserSettings
+from ramplab.plugin.context import UserContext
 from target_service import signing as target_signing
 from target_service.keyring import RingKey
 from target_service.textgen import generate_tokens

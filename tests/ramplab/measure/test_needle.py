@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from ramplab.errors import UsageError
-from ramplab.measure.needle import NeedlePrompts, parse_needle
-from ramplab.measure.tokens import ApproxTokenCounter
-from ramplab.measure.workload import prompt_source
 from ramplab.options.schema import option
 from ramplab.options.settings import UserSettings
+from ramplab.workload.needle import NeedlePrompts, parse_needle
+from ramplab.workload.prompts import prompt_source
+from ramplab.workload.tokens import ApproxTokenCounter
 from tests.support.cli import ramplab
 
 COUNT = ApproxTokenCounter().count

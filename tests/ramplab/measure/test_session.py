@@ -6,14 +6,14 @@ import random
 
 import pytest
 
-from ramplab.measure.session import (
+from ramplab.options.settings import UserSettings
+from ramplab.workload.prompts import SyntheticPrompts
+from ramplab.workload.session import (
     Conversation,
     PromptTurns,
     session_id,
     session_settings,
 )
-from ramplab.measure.workload import SyntheticPrompts
-from ramplab.options.settings import UserSettings
 
 
 def turn(text: str) -> list[dict[str, str]]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from ramplab.errors import UsageError
-from ramplab.measure.context import UserContext
-from ramplab.measure.tokens import ApproxTokenCounter, token_counter
 from ramplab.options.settings import UserSettings
-from ramplab.prompts.tokenizers import load_tokenizer
+from ramplab.plugin.context import UserContext
+from ramplab.workload.tokenizers import load_tokenizer
+from ramplab.workload.tokens import ApproxTokenCounter, token_counter
 from tests.ramplab.prompts.conftest import MINILM
 
 TEXT = "Tokens are what prefill pays for — 中文也一样。"

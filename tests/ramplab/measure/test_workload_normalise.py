@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from ramplab.errors import UsageError
-from ramplab.measure.workload import load_file_prompts, normalise_rules, normalised
 from ramplab.options.settings import UserSettings
-from ramplab.prompts.corpus import read_prompts
-from ramplab.prompts.redundancy import RULE_NAMES, apply_rules
+from ramplab.workload.prompt_file import read_prompts
+from ramplab.workload.prompts import load_file_prompts, normalise_rules, normalised
+from ramplab.workload.redundancy import RULE_NAMES, apply_rules
 from tests.ramplab.prompts.conftest import SAMPLE
 
 

@@ -12,6 +12,7 @@ import configargparse
 import pytest
 
 from ramplab import options as facade
+from ramplab.campaign.schema import Auth, Sessions, Workload, parse_campaign
 from ramplab.errors import UsageError
 from ramplab.load.outage import Outage
 from ramplab.options import schema
@@ -19,7 +20,6 @@ from ramplab.options.__main__ import main as reference_main
 from ramplab.options.settings import MetricsSettings, UserSettings
 from ramplab.results.slo import parse_gates, parse_request_slo
 from ramplab.retry.config import parse_retry
-from ramplab.stack.campaign import Auth, Sessions, Workload, parse_campaign
 
 SHAPE = "1@2s"
 TRACE = "".join(

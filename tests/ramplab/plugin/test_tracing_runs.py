@@ -63,7 +63,7 @@ def test_each_request_is_one_trace_with_a_client_span_and_its_server_child(
 def test_without_an_endpoint_opentelemetry_is_never_imported() -> None:
     code = (
         "import sys\n"
-        "from ramplab.measure.context import UserContext\n"
+        "from ramplab.plugin.context import UserContext\n"
         "from ramplab.options.settings import UserSettings\n"
         "context = UserContext.create(UserSettings(), 'http://127.0.0.1:9', 'w')\n"
         "assert context.tracer is None\n"

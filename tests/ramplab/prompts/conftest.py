@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ramplab.prompts.corpus import Prompt, read_prompts
-from ramplab.prompts.tokenizers import Tokenizer, load_tokenizer
+from ramplab.workload.prompt_file import Prompt, read_prompts
+from ramplab.workload.tokenizers import Tokenizer, load_tokenizer
 from tests.support.processes import REPO
 
 # all-MiniLM-L6-v2's tokenizer.json (BERT WordPiece, uncased; Apache-2.0), as shipped in the

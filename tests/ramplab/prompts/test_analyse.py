@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from ramplab.prompts.analyse import ALL, analyse, to_json
-from ramplab.prompts.corpus import Prompt
-from ramplab.prompts.redundancy import RULE_NAMES
-from ramplab.prompts.tokenizers import Tokenizer
+from ramplab.workload.inflation import ALL, analyse, to_json
+from ramplab.workload.prompt_file import Prompt
+from ramplab.workload.redundancy import RULE_NAMES
+from ramplab.workload.tokenizers import Tokenizer
 
 INSTRUCTION = "【指令】请回答以下问题。"
 

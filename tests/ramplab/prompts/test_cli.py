@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ramplab.prompts.corpus import read_prompts
+from ramplab.workload.prompt_file import read_prompts
 from tests.ramplab.prompts.conftest import MINILM, SAMPLE
 from tests.support.cli import ramplab
 

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ramplab.errors import UsageError
-from ramplab.prompts.corpus import Prompt
-from ramplab.prompts.normalise import content_words, normalise, rules_kept
-from ramplab.prompts.redundancy import RULE_NAMES, apply_rules
+from ramplab.workload.normalise import content_words, normalise, rules_kept
+from ramplab.workload.prompt_file import Prompt
+from ramplab.workload.redundancy import RULE_NAMES, apply_rules
 
 
 def is_subsequence(part: Sequence[str], whole: Sequence[str]) -> bool:

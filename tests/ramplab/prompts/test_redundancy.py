@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ramplab.prompts.redundancy import RULE_NAMES, apply_rules, rule
+from ramplab.workload.redundancy import RULE_NAMES, apply_rules, rule
 
 INSTRUCTION = "【指令】请回答以下问题。"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ramplab.errors import UsageError
-from ramplab.prompts.tokenizers import Tokenizer, load_tokenizer, load_tokenizers
+from ramplab.workload.tokenizers import Tokenizer, load_tokenizer, load_tokenizers
 from tests.ramplab.prompts.conftest import MINILM
 from tests.support.processes import REPO
 
@@ -88,7 +88,7 @@ def test_cl100k_base_loads_with_the_network_unused(tmp_path: Path) -> None:
         "socket.socket.connect = refuse\n"
         "socket.create_connection = refuse\n"
         "socket.getaddrinfo = refuse\n"
-        "from ramplab.prompts.tokenizers import load_tokenizer\n"
+        "from ramplab.workload.tokenizers import load_tokenizer\n"
         "print(load_tokenizer('cl100k_base').count('hello world'))\n"
     )
     env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path / "cache"), "DATA_GYM_CACHE_DIR": ""}

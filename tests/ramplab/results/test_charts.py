@@ -8,11 +8,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ramplab.report.charts import LabelledRun, charts_html, plotly_script, run_charts
+from ramplab.report.html import html_page
+from ramplab.report.run import write_report
 from ramplab.results.breakdown import group_breakdown
-from ramplab.results.charts import LabelledRun, charts_html, plotly_script, run_charts
 from ramplab.results.digest import digest_records, read_digest
-from ramplab.results.htmlreport import html_page
-from ramplab.results.report import write_report
 from ramplab.results.writer import ResultsWriter
 from tests.ramplab.results.handmade import PHASES, SERVER, Run, failed, full, rec, steady
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ramplab.report.markdown import RunMeta
 from ramplab.results.clock import ClockSample, estimate, surely_off_by
-from ramplab.results.mdreport import RunMeta
 from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.summary import ClockOffset
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
+from ramplab.campaign.schema import parse_campaign
 from ramplab.errors import UsageError
 from ramplab.load.outage import Outage
 from ramplab.load.shapes import parse_shape
@@ -25,9 +26,8 @@ from ramplab.results.producer import (
 from ramplab.results.slo import RequestSlo, parse_gates
 from ramplab.results.summary import Percentiles, RunSummary, WorkerCounts
 from ramplab.results.writer import ResultsWriter
-from ramplab.stack.campaign import parse_campaign
+from ramplab.runs.rebuild import rebuild_summary
 from ramplab.stack.preflight import summary_template
-from ramplab.stack.rebuild import rebuild_summary
 
 T0 = 1_700_000_000.0
 

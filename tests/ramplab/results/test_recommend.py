@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ramplab.results import recommend as rules
-from ramplab.results.recommend import (
+from ramplab.report import recommend as rules
+from ramplab.report.recommend import (
     RULES,
     Evidence,
     Recommendation,

@@ -10,11 +10,11 @@ import pytest
 
 from ramplab.exitcodes import ExitCode
 from ramplab.load.shapes import parse_shape
-from ramplab.results.charts import LabelledRun, run_charts
+from ramplab.report.charts import LabelledRun, run_charts
+from ramplab.report.run import write_report
 from ramplab.results.digest import digest_records
 from ramplab.results.outcome import exit_code
 from ramplab.results.producer import EngineCounts, RunFacts, summarize
-from ramplab.results.report import write_report
 from ramplab.results.selfcheck import (
     HealthAccumulator,
     health_from_reports,
@@ -25,7 +25,7 @@ from ramplab.results.selfcheck import (
 from ramplab.results.slo import parse_gates
 from ramplab.results.summary import RunSummary, WorkerHealth
 from ramplab.results.writer import ResultsWriter
-from ramplab.stack.rebuild import rebuild_summary
+from ramplab.runs.rebuild import rebuild_summary
 from tests.ramplab.results.handmade import T0, full, rec
 from tests.ramplab.results.test_producer import CAMPAIGN
 from tests.ramplab.results.test_producer import T0 as T0_PRODUCER

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from ramplab.load.shapes import parse_shape
 from ramplab.measure.record import RequestRecord
+from ramplab.report.tables import sessions_line, turns_table
 from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.sessions import sessions_summary
 from ramplab.results.slo import evaluate_gates, parse_gates
-from ramplab.results.tables import sessions_line, turns_table
 from tests.ramplab.results.handmade import T0, failed, rec
 
 

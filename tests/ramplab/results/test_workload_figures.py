@@ -6,7 +6,7 @@ import pytest
 
 from ramplab.measure.phases import phase_itls
 from ramplab.measure.record import RequestRecord
-from ramplab.results.charts import LabelledRun, run_charts
+from ramplab.report.charts import LabelledRun, run_charts
 from ramplab.results.slo import parse_request_slo
 from ramplab.results.steps import measure
 from ramplab.results.summary import RunSummary

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 import yaml
 
+from ramplab.campaign.schema import CampaignError, load_campaign, parse_campaign
+from ramplab.campaign.variants import load_experiment
 from ramplab.errors import UsageError
-from ramplab.experiment.matrix import load_experiment
 from ramplab.load.shapes import parse_shape
 from ramplab.load.trace import trace_spec
-from ramplab.stack.campaign import CampaignError, load_campaign, parse_campaign
+from ramplab.runs.naming import keep_trace
+from ramplab.runs.rebuild import truncated
 from ramplab.stack.preflight import check_campaign
-from ramplab.stack.rebuild import truncated
-from ramplab.stack.resultsdir import keep_trace
 from tests.support.processes import REPO
 
 SHAPE = {"kind": "stepped", "rates": [1, 2], "hold": "4s", "warmup": "1s"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ramplab.stack.campaign import CampaignError, load_campaign
+from ramplab.campaign.schema import CampaignError, load_campaign
 from tests.support.cli import ramplab
 
 

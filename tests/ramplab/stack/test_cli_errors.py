@@ -124,7 +124,7 @@ def test_the_cli_process_imports_neither_locust_nor_the_target() -> None:
     # gevent's monkey-patching (Locust) would break the CLI's subprocess and signal handling,
     # and ramplab never imports target_service.
     code = (
-        "import sys, ramplab.stack.cli, ramplab.stack.demo;"
+        "import sys, ramplab.cli.app, ramplab.cli.demo;"
         "bad = [m for m in ('locust', 'gevent', 'target_service') if m in sys.modules];"
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from ramplab import data
-from ramplab.errors import UsageError
-from ramplab.stack.container import (
+from ramplab.cli.container import (
     ContainerSettings,
     check_option_variables,
     drop_empty_option_variables,
     settings_from,
 )
+from ramplab.errors import UsageError
 from target_service.embedded_redis import free_port
 from tests.support.cli import TINY
 from tests.support.processes import REPO
@@ -108,7 +108,7 @@ def container(role: str, env: dict[str, str], cwd: Path, timeout: float = 60) ->
     subprocess.CompletedProcess[str]
 ):  # fmt: skip
     return subprocess.run(
-        [sys.executable, "-m", "ramplab.stack.cli", "container", role],
+        [sys.executable, "-m", "ramplab.cli.app", "container", role],
         cwd=cwd, env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True,
         timeout=timeout, check=False,
     )  # fmt: skip
@@ -143,7 +143,7 @@ def test_a_master_with_remote_workers_runs_and_reports(
            "RAMPLAB_RESULTS": str(tmp_path / "results"), "RAMPLAB_MASTER_HOST": "127.0.0.1",
            "RAMPLAB_MASTER_PORT": str(port)}  # fmt: skip
     master = subprocess.Popen(
-        [sys.executable, "-m", "ramplab.stack.cli", "container", "master"],
+        [sys.executable, "-m", "ramplab.cli.app", "container", "master"],
         cwd=tmp_path, env={"PATH": "/usr/bin:/bin", **env}, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip

@@ -44,7 +44,7 @@ def test_make_demo_runs_the_demo_module(clone: Path) -> None:
     # -n prints the recipe without running it (nor the venv install it depends on).
     done = subprocess.run(["make", "-n", "demo"], cwd=clone, capture_output=True, text=True,
                           timeout=60, check=True)  # fmt: skip
-    assert ".venv/bin/python -m ramplab.stack.demo" in done.stdout
+    assert ".venv/bin/python -m ramplab.cli.demo" in done.stdout
 
 
 def test_demo_command_on_a_fresh_clone(clone: Path) -> None:
@@ -61,7 +61,7 @@ def test_demo_command_on_a_fresh_clone(clone: Path) -> None:
     )  # fmt: skip
     assert where.stdout.strip().startswith(str(clone)), where.stdout
     done = subprocess.run(
-        [sys.executable, "-m", "ramplab.stack.demo", "campaigns/demo-short.yaml"],
+        [sys.executable, "-m", "ramplab.cli.demo", "campaigns/demo-short.yaml"],
         cwd=clone, env=env, capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]

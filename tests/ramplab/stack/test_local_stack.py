@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ramplab.stack.campaign import parse_campaign
+from ramplab.campaign.schema import parse_campaign
 from ramplab.stack.local import LocalStack, StackConfig
 from ramplab.stack.process import ProcessSpec, free_port
 from ramplab.stack.readiness import HttpReady

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from ramplab.experiment.manifest import Manifest
+from ramplab.runs.manifest import Manifest
 from ramplab.study.registry import analyse
 from tests.support.cli import ramplab
 

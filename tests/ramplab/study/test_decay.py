@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ramplab.experiment.manifest import Manifest, RunEntry, VariantEntry
 from ramplab.measure.record import RequestRecord
-from ramplab.study.decay import analyse
-from ramplab.study.decay_knee import find_knee, lock_capacity
-from ramplab.study.decay_steps import server_phases, stream_rate
+from ramplab.runs.manifest import Manifest, RunEntry, VariantEntry
+from ramplab.study.decay.analysis import analyse
+from ramplab.study.decay.knee import find_knee, lock_capacity
+from ramplab.study.decay.steps import server_phases, stream_rate
 from ramplab.study.registry import STUDIES, check_study
 from ramplab.study.result import StudyResult
 from tests.ramplab.results.handmade import STEP_S, Run, rec
@@ -204,4 +204,4 @@ def test_tables_charts_and_json_hold_the_figures(result: StudyResult, tmp_path: 
 
 def test_the_study_is_registered() -> None:
     assert check_study("decay") == "decay"
-    assert STUDIES["decay"] == "ramplab.study.decay:analyse"
+    assert STUDIES["decay"] == "ramplab.study.decay.analysis:analyse"

@@ -9,7 +9,7 @@ import pytest
 
 from ramplab.results.breakdown import Group, group_breakdown
 from ramplab.results.digest import PHASE_COLUMNS
-from ramplab.study.decomposition import SEGMENTS, decompose, study_result
+from ramplab.study.decomposition.analysis import SEGMENTS, decompose, study_result
 
 
 def row(ttlt: float, phases: dict[str, float], server: bool = True) -> list[float]:

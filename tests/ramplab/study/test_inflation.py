@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ramplab.study.inflation import Sample, VariantFigures, difference, study_result
+from ramplab.study.inflation.analysis import Sample, VariantFigures, difference, study_result
 from ramplab.study.registry import STUDIES
 
 
@@ -45,4 +45,4 @@ def test_too_few_requests_give_no_comparison() -> None:
 
 
 def test_the_study_is_registered() -> None:
-    assert STUDIES["inflation"] == "ramplab.study.inflation:analyse"
+    assert STUDIES["inflation"] == "ramplab.study.inflation.analysis:analyse"

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ramplab.prompts.corpus import read_prompts
-from ramplab.prompts.redundancy import RULE_NAMES, apply_rules
-from ramplab.prompts.tokenizers import load_tokenizer
+from ramplab.workload.prompt_file import read_prompts
+from ramplab.workload.redundancy import RULE_NAMES, apply_rules
+from ramplab.workload.tokenizers import load_tokenizer
 from tests.ramplab.prompts.conftest import SAMPLE
 from tests.support.cli import ramplab, records, run_meta
 from tests.support.processes import REPO

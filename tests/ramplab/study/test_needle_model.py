@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from ramplab.study.needle import Variant, study_result
-from ramplab.study.needle_model import PrefillModel, Row, cells, expected_cached, fit_ttft
+from ramplab.study.needle.analysis import Variant, study_result
+from ramplab.study.needle.model import PrefillModel, Row, cells, expected_cached, fit_ttft
 
 LENGTHS = (1000, 4000, 16000, 32000, 64000, 128000)
 DEPTHS = (0.0, 0.5, 1.0)

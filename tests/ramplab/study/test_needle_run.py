@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from ramplab.study.needle_model import PrefillModel
+from ramplab.study.needle.model import PrefillModel
 from tests.support.cli import ramplab
 
 # One worker for the module: its tests share one run (tests/conftest.py).

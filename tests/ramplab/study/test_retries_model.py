@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from ramplab.study import retries_model as model
-from ramplab.study.retries_replay import Faults, Replay, even_arrivals, recovery_s, replay
+from ramplab.study.retries import model
+from ramplab.study.retries.replay import Faults, Replay, even_arrivals, recovery_s, replay
 
 
 def test_independent_faults_follow_the_geometric_sums() -> None:

@@ -15,10 +15,10 @@ from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.slo import RequestSlo
 from ramplab.study.registry import STUDIES, analyse
-from ramplab.study.retries_cells import policy_label, scenario_of
+from ramplab.study.retries.cells import policy_label, scenario_of
 
 if TYPE_CHECKING:
-    from ramplab.experiment.manifest import Manifest
+    from ramplab.runs.manifest import Manifest
 
 START = 1_800_000_000.0
 RETRY = {"policy": "exponential", "base_s": 0.1, "cap_s": 2, "max_attempts": 3, "retry_on": [429]}
@@ -69,7 +69,7 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 def test_the_study_is_registered() -> None:
-    assert STUDIES["retries"] == "ramplab.study.retries:analyse"
+    assert STUDIES["retries"] == "ramplab.study.retries.analysis:analyse"
 
 
 def test_a_known_run_gives_the_models_own_figures(run_dir: Path) -> None:

@@ -1,0 +1,155 @@
+"""``report.md``: a run's report readable on its own, in a terminal or a pull request.
+
+Order: what ran; the recommendations (what a reader should do or distrust first); the per-step
+table; every latency with every percentile; what the generator delivered per step (lateness,
+drops, retries); where the time goes (the phase breakdown); the totals; the gates. The charts
+are in ``report.html`` beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ramplab.report.recommend import Recommendation
+from ramplab.report.tables import (
+    COLUMNS,
+    Table,
+    gate_rows,
+    latency_table,
+    load_table,
+    phase_table,
+    rows,
+    sessions_line,
+    totals_table,
+    turns_table,
+)
+from ramplab.results.breakdown import breakdowns
+from ramplab.results.digest import RunDigest
+from ramplab.results.selfcheck import generator_warning
+from ramplab.results.summary import GateVerdict, RunSummary
+
+__all__ = ["RunMeta", "markdown_table", "recommendation_lines", "render_markdown"]
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """What ``ramplab run`` wrote to ``run.json`` (empty for a bare Locust run)."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, run_dir: Path) -> RunMeta:
+        path = run_dir / "run.json"
+        if not path.is_file():
+            return cls()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return cls()
+        return cls(data if isinstance(data, dict) else {})
+
+    def facts(self, summary: RunSummary) -> list[tuple[str, str]]:
+        """(name, value) of what ran, only those known."""
+        pairs = [
+            ("campaign", self.data.get("campaign")),
+            ("target", self.data.get("target")),
+            ("workers", self.data.get("workers")),
+            ("mode", summary.mode),
+            ("shape", summary.shape),
+            ("arrivals", summary.arrivals),
+            ("retry", summary.retry),
+            ("requests", summary.requests),
+            ("worker clocks vs the master's", _clocks(summary)),
+            ("exit code", self.data.get("exit_code")),
+        ]
+        return [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in pairs if v is not None]
+
+
+def _clocks(summary: RunSummary) -> str | None:
+    if not summary.clocks:
+        return None
+    return "; ".join(
+        f"{worker} {c.offset_ms:+.1f} ± {c.uncertainty_ms:.1f} ms"
+        for worker, c in sorted(summary.clocks.items())
+    )
+
+
+def markdown_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def _section(title: str, table: Table, intro: str = "") -> list[str]:
+    headers, body = table
+    if not body:
+        return []
+    return [f"## {title}", "", *([intro, ""] if intro else []), markdown_table(headers, body), ""]
+
+
+def recommendation_lines(recommendations: Sequence[Recommendation]) -> list[str]:
+    if not recommendations:
+        return ["No rule fired: nothing measured crossed a threshold (rules: docs/report.md).", ""]
+    return [f"- **{r.severity}** — {r.message} (`{r.rule}`)" for r in recommendations] + [""]
+
+
+def render_markdown(
+    name: str,
+    meta: RunMeta,
+    summary: RunSummary,
+    digest: RunDigest,
+    recommendations: Sequence[Recommendation],
+    gates: Sequence[GateVerdict] = (),
+) -> str:
+    parts = [f"# ramplab run `{name}`", ""]
+    if meta.data.get("command"):
+        parts += ["Command:", "", "```", str(meta.data["command"]), "```", ""]
+    parts += [f"- {k}: `{v}`" for k, v in meta.facts(summary)]
+    warning = generator_warning(summary)
+    if warning is not None:
+        parts += ["", f"> **{warning}**"]
+    if summary.stopped_at_s is not None:
+        parts.append(
+            f"- interrupted after {summary.stopped_at_s:.1f} s: steps cover what ran before"
+        )
+    elif summary.rebuilt:
+        parts.append("- summary rebuilt from requests.jsonl (the run did not write one)")
+    parts += ["", "## Recommendations", "", *recommendation_lines(recommendations)]
+    parts += ["## Per step", "", markdown_table([c[0] for c in COLUMNS], rows(summary)), ""]
+    parts += _section("TTFT by turn (multi-turn sessions)", turns_table(summary),
+                      sessions_line(summary) or "")  # fmt: skip
+    parts += _section(
+        "Latency percentiles over all measured windows",
+        latency_table(summary),
+        "Exact over every successful request of every worker (lateness and TTFB: every request "
+        "sent).",
+    )
+    parts += _section(
+        "What the generator delivered, per step",
+        load_table(summary, digest),
+        "Lateness: intended start → actual send. TTFT from the intended start keeps the "
+        "generator's delay; from the send it hides it.",
+    )
+    groups = breakdowns(digest.pooled("phases"))
+    parts += _section(
+        "Where the time goes",
+        phase_table(groups) if groups else ([], []),
+        "Mean per segment of the median requests (TTLT p45–p55) and the slowest 1 % (≥ p99), "
+        "over every measured step. Server phases lie inside the client's wait + stream; the "
+        "join rule is in docs/report.md.",
+    )
+    parts += _section("Over all measured windows", totals_table(summary))
+    if gates:
+        parts += _section("SLO gates", (["gate", "observed", "result"],
+                                        [list(row) for row in gate_rows(gates)]))  # fmt: skip
+    parts += [
+        "Definitions: docs/metrics.md. Latencies are exact percentiles of successful requests;",
+        "steps exclude their warm-up. `requests.jsonl` holds every request; `report.html` the",
+        "charts; `recommendations.json` the rules that fired.",
+        "",
+    ]
+    return "\n".join(parts)

