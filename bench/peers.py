@@ -718,7 +718,7 @@ GUIDELLM_STAMPS = (
 def _equal_error_section(runs: list[Run]) -> list[str]:
     found = verdict(runs)
     intro = (
-        f"**At equal error** (issue 16's speed goal). E = the smallest span error p99 "
+        f"**At equal error** (how the speed goal below is read). E = the smallest span error p99 "
         f"GuideLLM showed at any rate it achieved (≥ {ON_RATE:g} × requested), rounded up to "
         f"{E_STEP_MS:g} ms"
     )
