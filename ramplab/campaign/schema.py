@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ramplab.campaign.search import SearchSpec
 from ramplab.errors import UsageError
 from ramplab.load.arrivals.trace import trace_shape
 from ramplab.load.plan import Mode
@@ -40,7 +41,6 @@ from ramplab.load.shapes import Shape, parse_duration, shape_from_dict
 from ramplab.load.trace import parse_trace_spec, trace_spec
 from ramplab.options import schema
 from ramplab.results.slo import parse_gates
-from ramplab.search.strategy import SearchSpec
 from ramplab.workload.prompts import normalise_rules
 
 __all__ = [

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ramplab.campaign import preflight
 from ramplab.campaign.schema import (
     EXPERIMENT_KEYS,
     NAME_RULE,
@@ -49,10 +50,9 @@ from ramplab.campaign.schema import (
     read_campaign_data,
     resolve_files,
 )
+from ramplab.campaign.studies import check_study
 from ramplab.errors import UsageError
 from ramplab.experiment.expr import parse_conditions
-from ramplab.stack import preflight
-from ramplab.study.registry import check_study
 
 __all__ = [
     "MAX_RUNS",

@@ -30,7 +30,9 @@ from rich.table import Table
 
 from ramplab import data
 from ramplab.attention.probe import DEFAULT_DEPTHS, DEFAULT_NEEDLE, DEFAULT_QUESTION
+from ramplab.campaign import preflight
 from ramplab.campaign.schema import load_campaign
+from ramplab.campaign.search import SearchSpec
 from ramplab.campaign.variants import Experiment, load_experiment
 from ramplab.cli.container import container_app
 from ramplab.errors import UsageError
@@ -49,10 +51,10 @@ from ramplab.results.slo import evaluate_gates, parse_gates, print_gates
 from ramplab.runs.manifest import MANIFEST, Manifest
 from ramplab.runs.rebuild import load_summary
 from ramplab.search.run import SearchRequest, execute_search
-from ramplab.search.strategy import SearchSpec, describe
+from ramplab.search.strategy import describe
 from ramplab.search.table import print_search, read_search
-from ramplab.stack import preflight
 from ramplab.stack.run import DEFAULT_LOCUSTFILE, RunRequest, execute
+from ramplab.study.registry import analyse
 
 __all__ = ["app", "line_buffered", "main"]
 
@@ -225,7 +227,7 @@ def run(
             linger_s=linger,
         )
         if experiment is not None:
-            code = run_experiment(experiment, request, console, run_name)
+            code = run_experiment(experiment, request, console, analyse, run_name)
         else:
             code = execute(request, console)
     except UsageError as exc:
@@ -317,7 +319,7 @@ def report(
             raise typer.Exit(0)
         gates = parse_gates(gate or [], field="--gate")
         if (run_dir / MANIFEST).is_file():
-            raise typer.Exit(int(report_experiment(run_dir, gates, console)))
+            raise typer.Exit(int(report_experiment(run_dir, gates, console, analyse)))
         summary = load_summary(run_dir)
     except UsageError as exc:
         raise _usage(exc) from None

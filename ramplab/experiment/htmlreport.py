@@ -35,9 +35,9 @@ from ramplab.experiment.render import (
     table_rows,
     value_text,
 )
+from ramplab.experiment.study_result import StudyResult
 from ramplab.report.charts import Chart, charts_html, run_charts
 from ramplab.report.html import html_page, html_table
-from ramplab.study.result import StudyResult
 
 __all__ = ["render_html", "study_charts"]
 

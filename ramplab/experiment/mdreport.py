@@ -25,9 +25,9 @@ from ramplab.experiment.render import (
     markdown_table,
     recommendation_line,
 )
+from ramplab.experiment.study_result import StudyResult
 from ramplab.report.markdown import markdown_table as plain_table
 from ramplab.report.tables import Table
-from ramplab.study.result import StudyResult
 
 __all__ = ["render_markdown"]
 

@@ -20,12 +20,12 @@ import numpy as np
 from ramplab.experiment.compare import Comparison
 from ramplab.experiment.recommendations import variant_recommendations
 from ramplab.experiment.render import Advice
+from ramplab.experiment.study_result import STUDY_JSON, StudyResult
 from ramplab.report.charts import PALETTE, LabelledRun
 from ramplab.report.tables import Table, phase_table
 from ramplab.results.breakdown import PhaseBreakdown, breakdowns
 from ramplab.results.summary import RunSummary
 from ramplab.runs.manifest import Manifest
-from ramplab.study.result import STUDY_JSON, StudyResult
 
 __all__ = [
     "Overview",

@@ -27,13 +27,12 @@ from ramplab.experiment.overview import gather
 from ramplab.experiment.recommendations import variant_recommendations
 from ramplab.experiment.render import Advice, print_comparison, write_comparison
 from ramplab.experiment.sources import expand
+from ramplab.experiment.study_result import StudyAnalysis, StudyResult
 from ramplab.report.run import write_report
 from ramplab.results.outcome import exit_code
 from ramplab.results.slo import Gate, evaluate_gates
 from ramplab.runs.manifest import Manifest
 from ramplab.runs.rebuild import load_summary
-from ramplab.study.registry import analyse
-from ramplab.study.result import StudyResult
 
 __all__ = [
     "analyse_experiment",
@@ -74,7 +73,9 @@ def compare_experiment(
     return comparison, advice
 
 
-def study_experiment(directory: Path, manifest: Manifest, console: Console) -> StudyResult | None:
+def study_experiment(
+    directory: Path, manifest: Manifest, console: Console, analyse: StudyAnalysis
+) -> StudyResult | None:
     """The campaign's study analysis on the finished runs (``study.json``/``.md``); ``None``
     when the campaign names none. A failing analysis is reported, never fatal: the runs and the
     comparison stand on their own."""
@@ -124,25 +125,29 @@ def write_experiment_report(
 
 
 def analyse_experiment(
-    directory: Path, manifest: Manifest, console: Console
+    directory: Path, manifest: Manifest, console: Console, analyse: StudyAnalysis
 ) -> tuple[Comparison, Advice] | None:
     """The comparison (with each variant's recommendations), then the study; ``None``: no run
     finished. ``ramplab run`` writes the report after it, once the verdict is in the manifest."""
     compared = compare_experiment(directory, manifest, console)
     if compared is not None:
-        study_experiment(directory, manifest, console)
+        study_experiment(directory, manifest, console, analyse)
     return compared
 
 
-def conclude(directory: Path, manifest: Manifest, console: Console) -> Comparison | None:
+def conclude(
+    directory: Path, manifest: Manifest, console: Console, analyse: StudyAnalysis
+) -> Comparison | None:
     """What rebuilds an experiment's conclusions (``ramplab report``): the comparison, the
     study, then the experiment's report of them. ``None``: no run finished."""
-    compared = analyse_experiment(directory, manifest, console)
+    compared = analyse_experiment(directory, manifest, console, analyse)
     write_experiment_report(directory, manifest, compared, console)
     return None if compared is None else compared[0]
 
 
-def report_experiment(directory: Path, gates: Sequence[Gate], console: Console) -> ExitCode:
+def report_experiment(
+    directory: Path, gates: Sequence[Gate], console: Console, analyse: StudyAnalysis
+) -> ExitCode:
     """Every run's report, then ``conclude``; exit 3 when a gate or condition holds."""
     manifest = Manifest.read(directory)
     console.print(
@@ -170,7 +175,7 @@ def report_experiment(directory: Path, gates: Sequence[Gate], console: Console) 
                 worst = code
         out = write_report(run_dir, summary, verdicts)
         console.print(f"  {entry.dir}: {entry.status}, report {out}", highlight=False)
-    comparison = conclude(directory, manifest, console)
+    comparison = conclude(directory, manifest, console, analyse)
     if worst == ExitCode.OK and comparison is not None:
         return comparison.exit_code
     return worst

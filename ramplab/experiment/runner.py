@@ -29,6 +29,7 @@ from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.experiment.order import PlannedRun, plan_runs
 from ramplab.experiment.report import analyse_experiment, write_experiment_report
+from ramplab.experiment.study_result import StudyAnalysis
 from ramplab.runs.manifest import Manifest, RunEntry, VariantEntry, now, status_of
 from ramplab.runs.naming import new_results_dir
 from ramplab.runs.rebuild import CAMPAIGN_FILE
@@ -97,7 +98,11 @@ def _one(
 
 
 def run_experiment(
-    experiment: Experiment, template: RunRequest, console: Console, name: str | None = None
+    experiment: Experiment,
+    template: RunRequest,
+    console: Console,
+    analyse: StudyAnalysis,
+    name: str | None = None,
 ) -> ExitCode:
     """Run every variant ``repeat`` times in the planned order under one directory; compare."""
     directory = new_results_dir(template.results_dir, name, experiment.name)
@@ -145,7 +150,7 @@ def run_experiment(
     notes: list[str] = []
     cut = False  # Ctrl-C during the comparison: the user wants out, the report can wait
     try:
-        compared = analyse_experiment(directory, manifest, console)
+        compared = analyse_experiment(directory, manifest, console, analyse)
         if compared is not None:
             verdict = compared[0].exit_code
     except UsageError as exc:

@@ -33,8 +33,9 @@ from ramplab.measure.integrity import JwksKeys, Verifier
 from ramplab.measure.record import RequestRecord
 from ramplab.options.kinds import parse_address
 from ramplab.options.settings import UserSettings
-from ramplab.workload.prompts import Messages, load_file_prompts
-from ramplab.workload.source import Workload, workload_of
+from ramplab.options.workload import load_file_prompts, workload_of
+from ramplab.workload.prompts import Messages
+from ramplab.workload.source import Workload
 from ramplab.workload.tokens import ApproxTokenCounter, TokenCounter, token_counter
 
 if TYPE_CHECKING:  # OpenTelemetry is loaded only when tracing is on

@@ -15,6 +15,7 @@ from ramplab.load.pacer import Arrival
 from ramplab.load.shapes import Stage
 from ramplab.load.trace import Trace
 from ramplab.measure.record import RequestRecord
+from ramplab.options.workload import session_settings
 from ramplab.plugin.plugin import install, plugin_of
 from ramplab.plugin.users import LLMStreamUser
 from ramplab.plugin.worker import WorkerEngine
@@ -26,7 +27,6 @@ from ramplab.workload.session import (
     PromptTurns,
     SessionSettings,
     session_id,
-    session_settings,
 )
 
 IDLE_S = 0.05

@@ -12,10 +12,11 @@ from locust.env import Environment
 from ramplab.measure.chain import Endpoint, RequestChain
 from ramplab.measure.client import MeasuredClient
 from ramplab.measure.record import RequestRecord
+from ramplab.options.workload import prompt_source, request_body
 from ramplab.plugin.context import UserContext
 from ramplab.plugin.plugin import RamplabPlugin, install, plugin_of
 from ramplab.retry.base import NoRetry, RetryPolicy
-from ramplab.workload.prompts import Messages, PromptSource, prompt_source, request_body
+from ramplab.workload.prompts import Messages, PromptSource
 
 REQUEST_TYPE = "SSE"
 

@@ -25,12 +25,12 @@ from typing import Any
 import yaml
 
 from ramplab.campaign.schema import Campaign
+from ramplab.campaign.search import SearchSpec
 from ramplab.errors import UsageError
-from ramplab.experiment.cpu import CpuSampler
 from ramplab.report.run import write_report
 from ramplab.results.summary import RunSummary
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
-from ramplab.search.strategy import SearchSpec
+from ramplab.search.cpu import CpuSampler
 from ramplab.search.watch import ProbeWatch
 from ramplab.stack.local import LocalStack, StackConfig, StackError
 

@@ -41,14 +41,16 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from ramplab.campaign import preflight
 from ramplab.campaign.schema import NAME_RULE, Campaign, is_valid_name
+from ramplab.campaign.search import SearchSpec
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
+from ramplab.results.confidence import Interval
 from ramplab.runs.naming import new_results_dir
 from ramplab.runs.rebuild import CAMPAIGN_FILE
-from ramplab.search.confidence import Interval
 from ramplab.search.probe import ProbeRun, probe_campaign, run_probe
-from ramplab.search.strategy import Answer, Outcome, SearchSpec, answer, bracket, next_rate
+from ramplab.search.strategy import Answer, Outcome, answer, bracket, next_rate
 from ramplab.search.table import (
     SEARCH_FILE,
     print_search,
@@ -57,7 +59,6 @@ from ramplab.search.table import (
 )
 from ramplab.search.verdict import judge, windows_of
 from ramplab.search.watch import ProbeWatch
-from ramplab.stack import preflight
 from ramplab.stack.process import ManagedProcess, ProcessSpec, free_port
 from ramplab.stack.readiness import HttpReady
 

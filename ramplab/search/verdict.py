@@ -32,9 +32,10 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ramplab.campaign.search import SearchSpec
+from ramplab.results.confidence import Interval, t_interval, wilson
 from ramplab.results.summary import RunSummary, StepStats
-from ramplab.search.confidence import Interval, t_interval, wilson
-from ramplab.search.strategy import SearchSpec, Verdict
+from ramplab.search.strategy import Verdict
 
 __all__ = ["Judgement", "Window", "judge", "windows_of"]
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import orjson
 
+from ramplab.campaign.search import SearchSpec
 from ramplab.load.shapes import Shape
-from ramplab.search.strategy import SearchSpec
 
 __all__ = ["ProbeWatch"]
 

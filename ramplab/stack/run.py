@@ -28,6 +28,7 @@ from rich.live import Live
 from rich.markup import escape
 
 from ramplab import data
+from ramplab.campaign import preflight
 from ramplab.campaign.schema import Campaign
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
@@ -39,7 +40,6 @@ from ramplab.results.summary import RunSummary
 from ramplab.runs.naming import keep_trace, new_results_dir
 from ramplab.runs.progress import LiveProgress
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
-from ramplab.stack import preflight
 from ramplab.stack.dns import DEFAULT_NAME
 from ramplab.stack.local import LocalStack, StackConfig, StackError
 from ramplab.stack.monitoring import Monitoring, find_prometheus, loopback_address

@@ -5,35 +5,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ramplab.errors import UsageError
-from ramplab.study.result import StudyResult
+from ramplab.campaign.studies import STUDIES, check_study
+from ramplab.experiment.study_result import StudyResult
+from ramplab.runs.manifest import Manifest
 
-if TYPE_CHECKING:
-    from ramplab.runs.manifest import Manifest
+__all__ = ["analyse"]
 
-__all__ = ["STUDIES", "analyse", "check_study"]
-
-Analysis = Callable[[Path, "Manifest"], StudyResult]
-
-# name -> "module:function"; loaded on use, so validating a campaign imports no analysis.
-STUDIES: dict[str, str] = {
-    "chunking": "ramplab.study.chunking.analysis:analyse",
-    "decay": "ramplab.study.decay.analysis:analyse",
-    "decomposition": "ramplab.study.decomposition.analysis:analyse",
-    "inflation": "ramplab.study.inflation.analysis:analyse",
-    "retries": "ramplab.study.retries.analysis:analyse",
-    "needle": "ramplab.study.needle.analysis:analyse",
-}
-
-
-def check_study(name: object, field: str = "study") -> str:
-    """``name`` when it is a registered analysis; ``UsageError`` naming ``field`` otherwise."""
-    if not isinstance(name, str) or name not in STUDIES:
-        known = ", ".join(sorted(STUDIES)) or "none yet"
-        raise UsageError(field, f"{name!r} is not a study analysis (known: {known})")
-    return name
+Analysis = Callable[[Path, Manifest], StudyResult]
 
 
 def analyse(name: str, directory: Path, manifest: Manifest) -> StudyResult:

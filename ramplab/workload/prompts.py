@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ramplab.errors import UsageError
-from ramplab.options.settings import UserSettings
-from ramplab.workload.needle import NeedlePrompts, parse_needle
 from ramplab.workload.redundancy import RULE_NAMES, apply_rules
 
 Messages = list[dict[str, Any]]
@@ -86,13 +84,6 @@ def load_prompts(path: Path) -> list[Messages]:
     return prompts
 
 
-def load_file_prompts(settings: UserSettings) -> list[Messages]:
-    """The ``--prompts-file``'s prompts, normalised when ``--normalise`` asks."""
-    if settings.prompts_file is None:
-        raise UsageError("--prompts-file", "no prompts file is set")
-    return normalised(load_prompts(settings.prompts_file), normalise_rules(settings.normalise))
-
-
 def normalise_rules(spec: str | None, field: str = "--normalise") -> list[str]:
     """The rules ``--normalise`` names: ``all``, rule names, ``-RULE`` to leave one out
     (``all,-markdown``); empty or ``None``: none. Unknown names are a ``UsageError``."""
@@ -129,38 +120,3 @@ def normalised(prompts: Sequence[Messages], rules: Sequence[str]) -> list[Messag
         new = apply_rules([t for t in texts if isinstance(t, str)], rules)
         out.append([{**m, "content": t} for m, t in zip(messages, new, strict=True)])
     return out
-
-
-def prompt_source(
-    settings: UserSettings, rng: random.Random, loaded: Sequence[Messages] | None = None
-) -> PromptSource:
-    """The prompts of one user; ``loaded`` is the file's prompts read once per process."""
-    if settings.needle:  # long-context needle contexts (needle.py); the cell: prompt_labels
-        return NeedlePrompts(parse_needle(settings.needle), rng)
-    if settings.prompts_file is not None:
-        prompts = loaded if loaded is not None else load_file_prompts(settings)
-        return FilePrompts(prompts, start=rng.randrange(1 << 30))
-    return SyntheticPrompts(settings.prompt_tokens, settings.prompt_tokens_std, rng)
-
-
-def request_body(
-    settings: UserSettings, model: str, messages: Messages, max_tokens: int | None = None
-) -> dict[str, Any]:
-    """The OpenAI body; extensions (``chunk_size``, ``ignore_eos``) only when asked for;
-    ``max_tokens`` (a dataset's output length) overrides ``--max-tokens``."""
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": messages,
-        "max_tokens": settings.max_tokens if max_tokens is None else max_tokens,
-        "stream": settings.stream,
-    }
-    if settings.stream and settings.include_usage:
-        body["stream_options"] = {"include_usage": True}
-    if settings.temperature is not None:
-        body["temperature"] = settings.temperature
-    if settings.ignore_eos:
-        body["ignore_eos"] = True
-    if settings.chunk_size is not None:
-        body["chunk_size"] = settings.chunk_size
-    body.update(settings.extra_body)
-    return body

@@ -17,8 +17,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ramplab.load.think import ThinkTime, parse_think_time
-from ramplab.options.settings import UserSettings
+from ramplab.load.think import ThinkTime
 from ramplab.workload.prompts import Messages, PromptSource
 
 __all__ = [
@@ -27,7 +26,6 @@ __all__ = [
     "PromptTurns",
     "SessionSettings",
     "session_id",
-    "session_settings",
 ]
 
 
@@ -38,17 +36,6 @@ class SessionSettings:
     turns: int
     think_time: ThinkTime
     affinity_header: str | None = "x-session-id"
-
-
-def session_settings(settings: UserSettings) -> SessionSettings | None:
-    """The sessions of ``--session-*``; None when every arrival is a single request."""
-    if settings.session_turns <= 1:
-        return None
-    return SessionSettings(
-        turns=settings.session_turns,
-        think_time=parse_think_time(settings.session_think_time),
-        affinity_header=settings.session_header,
-    )
 
 
 class ConversationSource(Protocol):

@@ -11,19 +11,16 @@ distributed run sends what a single process would.
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ramplab.errors import UsageError
-from ramplab.options.settings import UserSettings
-from ramplab.workload.dataset import Dataset, parse_range
+from ramplab.workload.dataset import Dataset
 from ramplab.workload.dataset_formats import Messages
-from ramplab.workload.lengths import OutputLengths, parse_output_lengths
-from ramplab.workload.prefix import SharedPrefix, parse_shared_prefix
-from ramplab.workload.tokenizers import load_tokenizer
+from ramplab.workload.lengths import OutputLengths
+from ramplab.workload.prefix import SharedPrefix
 
-__all__ = ["Prompt", "Workload", "workload_of"]
+__all__ = ["Prompt", "Workload"]
 
 log = logging.getLogger(__name__)
 _AS_ASKED = OutputLengths()  # every request asks for --max-tokens
@@ -72,33 +69,3 @@ class Workload:
         if self.prefix is not None:
             messages.insert(0, {"role": "system", "content": self.prefix.text(self.salt, index)})
         return Prompt(messages, max_tokens)
-
-
-def workload_of(settings: UserSettings) -> Workload | None:
-    """The process's workload, or None when the options ask for none of its features (the
-    users' own prompts and ``--max-tokens`` then, as before). Raises ``UsageError``."""
-    lengths = parse_output_lengths(settings.output_lengths)
-    prefix = parse_shared_prefix(settings.shared_prefix, "--shared-prefix")
-    if settings.dataset is None and prefix is None and lengths.kind == "max_tokens":
-        return None
-    dataset = None
-    if settings.dataset is not None:
-        if settings.prompts_file is not None:
-            raise UsageError("--dataset", "give --dataset or --prompts-file, not both")
-        dataset = Dataset.load(
-            settings.dataset,
-            load_tokenizer(settings.dataset_tokenizer, "--dataset-tokenizer"),
-            settings.dataset_format,  # type: ignore[arg-type]
-            parse_range(settings.dataset_prompt_tokens, "--dataset-prompt-tokens"),
-            parse_range(settings.dataset_output_tokens, "--dataset-output-tokens"),
-            settings.dataset_sample,
-            settings.dataset_seed,
-        )
-        if lengths.from_dataset and all(e.output_tokens is None for e in dataset.entries):
-            raise UsageError("--output-lengths", f"dataset: {settings.dataset} has no output "
-                             "lengths (no answers, no output_tokens)")  # fmt: skip
-    salt = settings.prefix_salt or secrets.token_hex(4)
-    if prefix is not None and settings.prefix_salt is None:
-        # ``ramplab run`` always passes one (run.json); a process started by hand says its own.
-        log.info("shared prefixes: no --prefix-salt given, this process uses %s", salt)
-    return Workload(dataset, lengths, prefix, salt, settings.dataset_seed)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ramplab.experiment.study_result import StudyResult, StudyTable
 from ramplab.study.chunking.charts import latency_chart, objective_chart, residual_chart
 from ramplab.study.chunking.data import RunSettings, collect
 from ramplab.study.chunking.model import (
@@ -27,7 +28,6 @@ from ramplab.study.chunking.model import (
     fit_two_phase,
 )
 from ramplab.study.chunking.optimum import DRAWS, Optimum, optimum
-from ramplab.study.result import StudyResult, StudyTable
 
 if TYPE_CHECKING:
     from ramplab.runs.manifest import Manifest

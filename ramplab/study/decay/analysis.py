@@ -23,6 +23,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from ramplab.experiment.sources import expand
+from ramplab.experiment.study_result import StudyResult, StudyTable
 from ramplab.study.decay.charts import rate_chart, share_chart
 from ramplab.study.decay.knee import (
     DROP,
@@ -33,7 +34,6 @@ from ramplab.study.decay.knee import (
     lock_capacity,
 )
 from ramplab.study.decay.steps import PHASES, ModeCurve, StepPoint, read_curve
-from ramplab.study.result import StudyResult, StudyTable
 
 if TYPE_CHECKING:
     from ramplab.runs.manifest import Manifest

@@ -30,10 +30,10 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ramplab.experiment.sources import expand
+from ramplab.experiment.study_result import StudyResult, StudyTable
 from ramplab.results.breakdown import GROUP_LABELS, Group, PhaseBreakdown, group_breakdown
 from ramplab.results.digest import PHASE_COLUMNS, Floats, read_digest
 from ramplab.runs.rebuild import load_summary
-from ramplab.study.result import StudyResult, StudyTable
 
 if TYPE_CHECKING:
     from ramplab.runs.manifest import Manifest

@@ -29,7 +29,7 @@ import numpy as np
 from ramplab.campaign.schema import Campaign, load_campaign
 from ramplab.errors import UsageError
 from ramplab.experiment.sources import expand
-from ramplab.study.result import StudyResult, StudyTable
+from ramplab.experiment.study_result import StudyResult, StudyTable
 from ramplab.workload.prompt_file import read_prompts
 from ramplab.workload.prompts import normalise_rules
 from ramplab.workload.redundancy import apply_rules

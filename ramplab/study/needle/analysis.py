@@ -30,6 +30,7 @@ import plotly.graph_objects as go
 import yaml
 
 from ramplab.experiment.sources import expand
+from ramplab.experiment.study_result import StudyResult, StudyTable
 from ramplab.results.digest import iter_records, step_shape
 from ramplab.results.steps import group_measured
 from ramplab.results.summary import RunSummary
@@ -42,7 +43,6 @@ from ramplab.study.needle.model import (
     expected_cached,
     fit_ttft,
 )
-from ramplab.study.result import StudyResult, StudyTable
 
 if TYPE_CHECKING:
     from ramplab.runs.manifest import Manifest

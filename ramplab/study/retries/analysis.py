@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ramplab.experiment.sources import expand
-from ramplab.study.result import StudyResult, StudyTable
+from ramplab.experiment.study_result import StudyResult, StudyTable
 from ramplab.study.retries.cells import (
     Cell,
     Inputs,

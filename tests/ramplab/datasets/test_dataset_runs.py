@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from ramplab.campaign.preflight import check_campaign
 from ramplab.campaign.schema import parse_campaign
 from ramplab.errors import UsageError
 from ramplab.measure.chain import Endpoint, RequestChain
 from ramplab.measure.client import ClientOptions, make_client
 from ramplab.options.settings import UserSettings
-from ramplab.stack.preflight import check_campaign
+from ramplab.options.workload import request_body
 from ramplab.workload.dataset import Dataset
 from ramplab.workload.inspect import print_inspection
 from ramplab.workload.lengths import OutputLengths
-from ramplab.workload.prompts import request_body
 from ramplab.workload.source import Workload
 from ramplab.workload.tokenizers import load_tokenizer
 from tests.support.cli import ramplab

@@ -15,9 +15,10 @@ from rich.console import Console
 
 from ramplab.experiment.recommendations import merge, read_recommendations
 from ramplab.experiment.report import conclude
+from ramplab.experiment.study_result import StudyResult, StudyTable
 from ramplab.report.recommend import RECOMMENDATIONS_FILE, Recommendation
 from ramplab.runs.manifest import Manifest
-from ramplab.study.result import StudyResult, StudyTable
+from ramplab.study.registry import analyse
 from tests.ramplab.experiment.test_compare import write_experiment
 from tests.support.cli import ramplab
 
@@ -96,7 +97,7 @@ def experiment(tmp_path: Path) -> Path:
 
 def test_the_report_shows_variants_study_recommendations_and_comparison(tmp_path: Path) -> None:
     exp = experiment(tmp_path)
-    comparison = conclude(exp, Manifest.read(exp), quiet())
+    comparison = conclude(exp, Manifest.read(exp), quiet(), analyse)
     assert comparison is not None
     md = (exp / "report.md").read_text(encoding="utf-8")
     for heading in ("## Variants", "## Study: §0 A demo study", "## Recommendations",
@@ -136,7 +137,7 @@ def test_ramplab_report_rebuilds_the_experiment_report(tmp_path: Path) -> None:
     assert "## Study: §0 A demo study" in rebuilt
     # Each run's report was rebuilt first (its rules again, on its records): the experiment's
     # report is what those files say, and the same inputs give the same text.
-    conclude(exp, Manifest.read(exp), quiet())
+    conclude(exp, Manifest.read(exp), quiet(), analyse)
     assert (exp / "report.md").read_text(encoding="utf-8") == rebuilt
 
 
@@ -155,7 +156,7 @@ def test_recommendations_are_computed_for_a_run_without_its_file(tmp_path: Path)
 def test_an_experiment_with_no_finished_run_still_gets_a_report(tmp_path: Path) -> None:
     exp = write_experiment(tmp_path / "exp", {"a": [[10.0, 20.0]], "b": [[10.0, 20.0]]},
                            status="interrupted")  # fmt: skip
-    assert conclude(exp, Manifest.read(exp), quiet()) is None
+    assert conclude(exp, Manifest.read(exp), quiet(), analyse) is None
     md = (exp / "report.md").read_text(encoding="utf-8")
     assert "No run finished: nothing to compare or recommend." in md
     assert "| 1 | 01-a-r1 | a | 1 | 1 | interrupted |" in md

@@ -7,9 +7,10 @@ from collections.abc import Callable
 import pytest
 
 from ramplab.campaign.schema import CampaignError, parse_campaign
+from ramplab.campaign.search import SearchSpec
 from ramplab.errors import UsageError
 from ramplab.load.shapes import parse_shape
-from ramplab.search.strategy import Outcome, SearchSpec, answer, bracket, next_rate
+from ramplab.search.strategy import Outcome, answer, bracket, next_rate
 
 
 def simulate(spec: SearchSpec, passes: Callable[[float], bool]) -> list[float]:

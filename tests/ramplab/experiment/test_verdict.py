@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from ramplab.search.strategy import SearchSpec
+from ramplab.campaign.search import SearchSpec
 from ramplab.search.verdict import Window, judge, saturation
 
 SPEC = SearchSpec(goodput_min=90, confidence=0.95)

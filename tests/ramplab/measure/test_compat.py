@@ -22,7 +22,8 @@ import pytest
 from ramplab.measure.chain import Endpoint, RequestChain
 from ramplab.measure.client import ClientOptions, make_client
 from ramplab.options.settings import UserSettings
-from ramplab.workload.prompts import SyntheticPrompts, prompt_source, request_body
+from ramplab.options.workload import prompt_source, request_body
+from ramplab.workload.prompts import SyntheticPrompts
 from ramplab.workload.tokens import ApproxTokenCounter
 from tests.support.processes import REPO, TargetProcess
 from tests.support.tiny_server import DONE, ROLE, Reply, TinyServer, chunk

@@ -11,8 +11,9 @@ from ramplab.measure.chain import allocate_tokens
 from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.options import kinds
 from ramplab.options.settings import UserSettings
+from ramplab.options.workload import request_body
 from ramplab.results.writer import record_from_dict
-from ramplab.workload.prompts import FilePrompts, SyntheticPrompts, request_body
+from ramplab.workload.prompts import FilePrompts, SyntheticPrompts
 from ramplab.workload.tokens import ApproxTokenCounter
 
 

@@ -13,8 +13,8 @@ import pytest
 from ramplab.errors import UsageError
 from ramplab.options.schema import option
 from ramplab.options.settings import UserSettings
+from ramplab.options.workload import prompt_source
 from ramplab.workload.needle import NeedlePrompts, parse_needle
-from ramplab.workload.prompts import prompt_source
 from ramplab.workload.tokens import ApproxTokenCounter
 from tests.support.cli import ramplab
 

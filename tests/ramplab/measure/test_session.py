@@ -7,13 +7,9 @@ import random
 import pytest
 
 from ramplab.options.settings import UserSettings
+from ramplab.options.workload import session_settings
 from ramplab.workload.prompts import SyntheticPrompts
-from ramplab.workload.session import (
-    Conversation,
-    PromptTurns,
-    session_id,
-    session_settings,
-)
+from ramplab.workload.session import Conversation, PromptTurns, session_id
 
 
 def turn(text: str) -> list[dict[str, str]]:

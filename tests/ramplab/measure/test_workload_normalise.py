@@ -6,8 +6,9 @@ import pytest
 
 from ramplab.errors import UsageError
 from ramplab.options.settings import UserSettings
+from ramplab.options.workload import load_file_prompts
 from ramplab.workload.prompt_file import read_prompts
-from ramplab.workload.prompts import load_file_prompts, normalise_rules, normalised
+from ramplab.workload.prompts import normalise_rules, normalised
 from ramplab.workload.redundancy import RULE_NAMES, apply_rules
 from tests.ramplab.prompts.conftest import SAMPLE
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
+from ramplab.campaign.preflight import summary_template
 from ramplab.campaign.schema import parse_campaign
 from ramplab.errors import UsageError
 from ramplab.load.outage import Outage
@@ -27,7 +28,6 @@ from ramplab.results.slo import RequestSlo, parse_gates
 from ramplab.results.summary import Percentiles, RunSummary, WorkerCounts
 from ramplab.results.writer import ResultsWriter
 from ramplab.runs.rebuild import rebuild_summary
-from ramplab.stack.preflight import summary_template
 
 T0 = 1_700_000_000.0
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ramplab.campaign.preflight import check_campaign
 from ramplab.campaign.schema import CampaignError, load_campaign, parse_campaign
 from ramplab.campaign.variants import load_experiment
 from ramplab.errors import UsageError
@@ -16,7 +17,6 @@ from ramplab.load.shapes import parse_shape
 from ramplab.load.trace import trace_spec
 from ramplab.runs.naming import keep_trace
 from ramplab.runs.rebuild import truncated
-from ramplab.stack.preflight import check_campaign
 from tests.support.processes import REPO
 
 SHAPE = {"kind": "stepped", "rates": [1, 2], "hold": "4s", "warmup": "1s"}

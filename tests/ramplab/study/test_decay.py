@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ramplab.campaign.studies import STUDIES, check_study
+from ramplab.experiment.study_result import StudyResult
 from ramplab.measure.record import RequestRecord
 from ramplab.runs.manifest import Manifest, RunEntry, VariantEntry
 from ramplab.study.decay.analysis import analyse
 from ramplab.study.decay.knee import find_knee, lock_capacity
 from ramplab.study.decay.steps import server_phases, stream_rate
-from ramplab.study.registry import STUDIES, check_study
-from ramplab.study.result import StudyResult
 from tests.ramplab.results.handmade import STEP_S, Run, rec
 
 RATES = (2, 5, 10, 15, 20, 24, 28, 35)

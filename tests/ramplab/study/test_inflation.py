@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from ramplab.campaign.studies import STUDIES
 from ramplab.study.inflation.analysis import Sample, VariantFigures, difference, study_result
-from ramplab.study.registry import STUDIES
 
 
 def figures(variant: str, tokens: Sample, ttft: Sample, rules: list[str]) -> VariantFigures:

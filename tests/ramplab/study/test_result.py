@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from ramplab.campaign.studies import STUDIES, check_study
 from ramplab.errors import UsageError
-from ramplab.study.registry import STUDIES, check_study
-from ramplab.study.result import StudyResult, StudyTable
+from ramplab.experiment.study_result import StudyResult, StudyTable
 
 
 def test_a_result_round_trips_through_study_json_and_reads_as_markdown(tmp_path: Path) -> None:

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, cast
 import pytest
 import yaml
 
+from ramplab.campaign.studies import STUDIES
 from ramplab.load.shapes import parse_shape
 from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.slo import RequestSlo
-from ramplab.study.registry import STUDIES, analyse
+from ramplab.study.registry import analyse
 from ramplab.study.retries.cells import policy_label, scenario_of
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ramplab.experiment.cpu import TICKS_PER_S, CpuSampler, cpu_ticks
+from ramplab.search.cpu import TICKS_PER_S, CpuSampler, cpu_ticks
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs Linux /proc")

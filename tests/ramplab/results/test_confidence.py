@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from scipy import stats
 
-from ramplab.search.confidence import requests_to_pass, t_interval, wilson
+from ramplab.results.confidence import requests_to_pass, t_interval, wilson
 
 
 def test_wilson_matches_the_textbook_value() -> None:

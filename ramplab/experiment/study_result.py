@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["STUDY_JSON", "STUDY_MD", "StudyResult", "StudyTable"]
+if TYPE_CHECKING:
+    from ramplab.runs.manifest import Manifest
+
+__all__ = ["STUDY_JSON", "STUDY_MD", "StudyAnalysis", "StudyResult", "StudyTable"]
 
 STUDY_JSON = "study.json"
 STUDY_MD = "study.md"
@@ -81,3 +85,8 @@ def _cell(value: Cell) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+# A campaign's study analysis by name (``ramplab.study.registry.analyse``), passed in by the CLI:
+# the analyses read experiments, so the experiment layer cannot import them.
+StudyAnalysis = Callable[[str, Path, "Manifest"], StudyResult]
