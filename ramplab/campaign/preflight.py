@@ -21,7 +21,7 @@ from ramplab.campaign.schema import Campaign, CampaignError
 from ramplab.errors import UsageError
 from ramplab.results.producer import EngineCounts, RunFacts, summarize
 from ramplab.results.slo import Gate, evaluate_gates, parse_gates
-from ramplab.workload.tokens import token_counter
+from ramplab.workload.tokenizers import load_tokenizer
 
 __all__ = ["check_campaign", "check_gates", "summary_template", "target_check", "target_env"]
 
@@ -89,7 +89,7 @@ def check_campaign(campaign: Campaign, environ: Mapping[str, str] | None = None)
             raise CampaignError(f"workload.{name}", f"{str(path)!r}: {exc.strerror}") from None
     # Loaded here (cl100k_base: a fraction of a second) so that a bad name exits 2 before any
     # process starts, rather than failing every Locust worker.
-    token_counter(campaign.workload.tokenizer, "workload.tokenizer")
+    load_tokenizer(campaign.workload.tokenizer, "workload.tokenizer")
     _check_dataset(campaign)
     auth = campaign.workload.auth
     needs = {

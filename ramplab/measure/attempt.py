@@ -25,8 +25,9 @@ import httpx
 import orjson
 
 from ramplab.errors import IntegrityError
-from ramplab.measure.client import MeasuredClient, OpenResponse, PhaseTrace, TimedStream
+from ramplab.measure.client import MeasuredClient, OpenResponse, PhaseTrace
 from ramplab.measure.integrity import ERROR_KIND, SIGNATURE_COMMENT, Signature, Verifier
+from ramplab.measure.sockets import TimedStream
 from ramplab.measure.sse import SSEEvent, SSEParser
 
 Clock = Callable[[], float]

@@ -19,7 +19,7 @@ from ramplab.measure.integrity import Verifier
 from ramplab.measure.phases import note_phases
 from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.retry.base import AttemptOutcome, NoRetry, RetryPolicy
-from ramplab.workload.tokens import ApproxTokenCounter, TokenCounter
+from ramplab.workload.tokenizers import ApproxTokenizer, Tokenizer
 
 if TYPE_CHECKING:  # OpenTelemetry is loaded only when tracing is on (tracing.py)
     from ramplab.measure.tracing import AttemptTracer
@@ -54,7 +54,7 @@ class Endpoint:
 
 
 def allocate_tokens(
-    texts: list[str], total: int | None, per_event: int | None, counter: TokenCounter
+    texts: list[str], total: int | None, per_event: int | None, counter: Tokenizer
 ) -> list[int]:
     """Tokens carried by each token-bearing event, summing to ``total`` when it is known.
 
@@ -83,7 +83,7 @@ def allocate_tokens(
     return out
 
 
-def _event_tokens(result: AttemptResult, total: int | None, counter: TokenCounter) -> list[int]:
+def _event_tokens(result: AttemptResult, total: int | None, counter: Tokenizer) -> list[int]:
     """``allocate_tokens`` over the stream, or over each phase when the server says how many
     tokens were reasoning: a declared chunk size leaves the *last thought's* event short too."""
     events, per_event = result.token_events, result.server_tokens_per_event
@@ -118,7 +118,7 @@ class RequestChain:
         endpoint: Endpoint,
         auth: Auth | None = None,
         retry: RetryPolicy | None = None,
-        counter: TokenCounter | None = None,
+        counter: Tokenizer | None = None,
         worker: str = "local",
         clock: Clock = time.perf_counter,
         wall: Clock = time.time,
@@ -130,7 +130,7 @@ class RequestChain:
         self.endpoint = endpoint
         self.auth: Auth = auth or NoAuth()
         self.retry: RetryPolicy = retry or NoRetry()
-        self.counter: TokenCounter = counter or ApproxTokenCounter()
+        self.counter: Tokenizer = counter or ApproxTokenizer()
         self.worker = worker
         self.clock = clock
         self.wall = wall

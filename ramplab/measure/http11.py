@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 import httpcore
 
 if TYPE_CHECKING:
-    from ramplab.measure.client import TimedBackend, TimedStream
+    from ramplab.measure.sockets import TimedBackend, TimedStream
 
 Trace = Callable[[str, dict[str, Any]], None]
 READ_BYTES = 64 * 1024  # httpcore's read size

@@ -21,22 +21,16 @@ import httpx
 from ramplab.errors import AuthError, UsageError
 from ramplab.measure.auth import JwtAuth, StaticKeyAuth
 from ramplab.measure.chain import Auth, NoAuth
-from ramplab.measure.client import (
-    ClientOptions,
-    DnsCache,
-    MeasuredClient,
-    PollFactory,
-    make_client,
-    ssl_context,
-)
+from ramplab.measure.client import ClientOptions, MeasuredClient, make_client, ssl_context
 from ramplab.measure.integrity import JwksKeys, Verifier
 from ramplab.measure.record import RequestRecord
+from ramplab.measure.sockets import DnsCache, PollFactory
 from ramplab.options.kinds import parse_address
 from ramplab.options.settings import UserSettings
 from ramplab.options.workload import load_file_prompts, workload_of
 from ramplab.workload.prompts import Messages
 from ramplab.workload.source import Workload
-from ramplab.workload.tokens import ApproxTokenCounter, TokenCounter, token_counter
+from ramplab.workload.tokenizers import ApproxTokenizer, Tokenizer, load_tokenizer
 
 if TYPE_CHECKING:  # OpenTelemetry is loaded only when tracing is on
     from ramplab.measure.tracing import AttemptTracer
@@ -112,7 +106,7 @@ class UserContext:
     worker: str
     sinks: list[Sink] = field(default_factory=list)
     rng: random.Random = field(default_factory=random.Random)
-    counter: TokenCounter = field(default_factory=ApproxTokenCounter)  # --tokenizer, one a process
+    counter: Tokenizer = field(default_factory=ApproxTokenizer)  # --tokenizer, one a process
     prompts: list[Messages] | None = None  # the --prompts-file, read once per process
     verifier: Verifier | None = None  # --verify-signature/-text: one JWKS cache per process
     workload: Workload | None = None  # --dataset, --shared-prefix, --output-lengths (datasets/)
@@ -147,7 +141,7 @@ class UserContext:
             auth=make_auth(settings, client, host),
             worker=worker,
             rng=random.Random(settings.seed),
-            counter=token_counter(settings.tokenizer),
+            counter=load_tokenizer(settings.tokenizer),
             prompts=prompts,
             verifier=_verifier(settings, client, host),
             workload=workload,

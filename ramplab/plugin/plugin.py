@@ -60,7 +60,7 @@ from ramplab import options
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.load.plan import PLAN_MESSAGE, PROGRESS_MESSAGE, Plan
-from ramplab.measure.client import PollFactory
+from ramplab.measure.sockets import PollFactory
 from ramplab.options import RunOptions
 from ramplab.plugin import progress
 from ramplab.plugin.clock import ClockProbe, answer_pings

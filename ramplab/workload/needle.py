@@ -1,7 +1,7 @@
 """Long-context "needle in a haystack" prompts (§3.2): context length × depth of the key fact.
 
 Every prompt is one user message of exactly ``length`` tokens, counted with the workload's token
-counter (``ApproxTokenCounter`` unless another is passed in)::
+counter (``ApproxTokenizer`` unless another is passed in)::
 
     <haystack, first part> <needle> <haystack, rest>
 
@@ -41,7 +41,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ramplab.errors import UsageError
-from ramplab.workload.tokens import ApproxTokenCounter, TokenCounter
+from ramplab.workload.tokenizers import ApproxTokenizer, Tokenizer
 
 __all__ = ["NeedlePrompts", "NeedleSpec", "needle_option", "parse_needle"]
 
@@ -151,11 +151,11 @@ class NeedlePrompts:
     """A ``PromptSource`` of needle contexts; ``prompt_labels`` describes the last prompt."""
 
     def __init__(
-        self, spec: NeedleSpec, rng: random.Random, counter: TokenCounter | None = None
+        self, spec: NeedleSpec, rng: random.Random, counter: Tokenizer | None = None
     ) -> None:
         self.spec = spec
         self.rng = rng
-        self.counter = counter or ApproxTokenCounter()
+        self.counter = counter or ApproxTokenizer()
         self.cells = [(n, d) for n in spec.lengths for d in spec.depths]
         self._round: list[tuple[int, float]] = []
         self._haystacks: dict[int, _Haystack] = {}

@@ -13,7 +13,7 @@ from ramplab.workload.redundancy import RULE_NAMES, apply_rules
 
 Messages = list[dict[str, Any]]
 # Words of a fixed shape, so the synthetic prompt's length in tokens is predictable: each is
-# one ~4-character piece (one token for any BPE-like counter, and for ``ApproxTokenCounter``).
+# one ~4-character piece (one token for any BPE-like counter, and for ``ApproxTokenizer``).
 _WORDS = ("time", "data", "load", "rate", "node", "step", "line", "task", "wave", "peak")
 
 

@@ -1,31 +1,22 @@
-"""The folders show the architecture, and these tests keep it so (STYLE.md habits 1, 2 and 4).
+"""The folders show the architecture, and these tests keep it so.
 
-Allowed dependency direction — an arrow means "may import"::
-
-    plugin ─────────┐    stack ⇄ experiment   the two processes: Locust's (gevent-patched) and
-      │  (locust,   │          │              the CLI's; neither imports the other: the CLI
-      │   gevent)   ▼          ▼              starts Locust as a subprocess
-      │          options ◄─────┤
-      ▼             ▼          ▼
-    measure   load   retry   results   metrics     plain Python, any process
-      ▼             ▼          ▼
-              errors, exitcodes                    the root: imports nothing of ramplab
+ramplab's packages form one ordered list of layers (``LAYERS``, the same list as
+``docs/architecture.md``): a module may import its own package and the packages of earlier
+layers, never a later one. Packages of one layer never import each other either (``plugin`` and
+``stack`` are the two processes — Locust's, gevent-patched, and the CLI's — and the CLI starts
+Locust as a subprocess). On top of the layers:
 
 - only ``ramplab/plugin`` imports ``locust`` or ``gevent``; ``import ramplab`` and the CLI load
   neither (importing Locust monkey-patches the whole process);
 - ``ramplab`` never imports ``target_service`` and ``target_service`` never imports ``ramplab``;
-- measure, load, retry, results, metrics and options never import plugin, stack, experiment
-  or study;
-- stack, experiment and study never import plugin (``experiment`` is the CLI's: variants,
-  comparison and search run campaigns through ``stack.run``, and ``stack.cli`` offers them as
-  commands; ``study`` analyses an experiment's runs);
-- no import cycle between ramplab's modules (module-level imports);
+- no import cycle, between modules or between packages, counting every import;
 - every exception ramplab defines joins the tree in ``ramplab.errors``, except control-flow
   signals, which are private (a leading underscore) to the module that raises them.
 
-Imports are read from the source (AST): ``import a.b``, ``from a import b``, relative imports,
-imports inside functions and ``TYPE_CHECKING`` blocks, ``__import__("a")`` and
-``importlib.import_module("a")`` with a literal name.
+Every import counts: module level, inside functions and in ``TYPE_CHECKING`` blocks — an import
+that runs late is still a dependency. Imports are read from the source (AST): ``import a.b``,
+``from a import b``, relative imports, ``__import__("a")`` and ``importlib.import_module("a")``
+with a literal name.
 """
 
 from __future__ import annotations
@@ -50,21 +41,28 @@ from tests.support.processes import REPO
 PACKAGE = REPO / "ramplab"
 TARGET = REPO / "target_service"
 LOCUST_WORLD = ("locust", "gevent")
-LOWER = (
-    "measure",
-    "load",
-    "retry",
-    "results",
-    "metrics",
-    "options",
-    "prompts",
-    "attention",
-    "datasets",
+# Earliest first: a package may import the packages of earlier layers only. The root modules
+# (``errors``, ``exitcodes``, ``conditions``, ``data``) import nothing of ramplab.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "exitcodes", "conditions", "data"),
+    ("retry", "load"),
+    ("workload",),
+    ("measure",),
+    ("results", "metrics"),
+    ("report",),
+    ("attention",),
+    ("options",),
+    ("campaign",),
+    ("runs",),
+    ("plugin", "stack"),
+    ("experiment",),
+    ("search",),
+    ("study",),
+    ("cli",),
 )
-UPPER = ("plugin", "stack", "experiment", "study")
-# Edges that break a rule above, each with its reason; the last test fails once one is gone, so
-# that the exception is removed with the violation.
-KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {}
+LAYER_OF = {package: n for n, layer in enumerate(LAYERS) for package in layer}
+# The package root and the locustfile-facing modules: they may import anything.
+TOP = ("ramplab", "ramplab.users", "ramplab.openloop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,36 +195,6 @@ def test_ramplab_and_the_target_never_import_each_other(ramplab_imports: list[Im
     assert not found, violations(found, "ramplab and target_service are separate")
 
 
-def test_lower_layers_never_import_plugin_or_stack(ramplab_imports: list[Import]) -> None:
-    found = [
-        i
-        for i in ramplab_imports
-        if any(is_under(i.module, f"ramplab.{low}") for low in LOWER)
-        and any(is_under(i.target, f"ramplab.{up}") for up in UPPER)
-        and (i.module, _module_part(i.target)) not in KNOWN_VIOLATIONS
-    ]
-    assert not found, violations(found, "lower layers never import plugin or stack")
-
-
-def test_the_cli_never_imports_the_plugin(ramplab_imports: list[Import]) -> None:
-    found = [
-        i
-        for i in ramplab_imports
-        if any(is_under(i.module, f"ramplab.{side}") for side in ("stack", "experiment", "study"))
-        and is_under(i.target, "ramplab.plugin")
-    ]
-    assert not found, violations(found, "stack never imports plugin")
-
-
-def test_the_root_modules_import_nothing_of_ramplab(ramplab_imports: list[Import]) -> None:
-    found = [
-        i
-        for i in ramplab_imports
-        if i.module in ("ramplab.errors", "ramplab.exitcodes") and is_under(i.target, "ramplab")
-    ]
-    assert not found, violations(found, "errors and exitcodes are the root")
-
-
 def _module_part(target: str) -> str:
     """``ramplab.a.b.Name`` -> ``ramplab.a.b``: the longest prefix that is a module file."""
     parts = target.split(".")
@@ -239,20 +207,36 @@ def _module_part(target: str) -> str:
     return target
 
 
-def test_no_import_cycles(ramplab_imports: list[Import]) -> None:
-    graph: dict[str, set[str]] = {}
-    for i in ramplab_imports:
-        if i.top_level and is_under(i.target, "ramplab"):
-            target = _module_part(i.target)
-            if target != i.module:
-                graph.setdefault(i.module, set()).add(target)
-            # Importing ``a.b.c`` first runs ``a/b/__init__.py``: an edge to each parent package
-            # the importer is not itself inside (a package's own modules import it half-built).
-            parts = target.split(".")
-            for n in range(2, len(parts)):
-                parent = ".".join(parts[:n])
-                if not is_under(i.module, parent):
-                    graph.setdefault(i.module, set()).add(parent)
+def package_of(module: str) -> str | None:
+    """``ramplab.measure.sse`` -> ``measure``; ``None`` for the top (the root, the shims)."""
+    if module in TOP:
+        return None
+    return module.split(".")[1]
+
+
+def layer_violations(found: list[Import]) -> list[str]:
+    """Every import of a later layer's package, or of another package of the same layer."""
+    out = []
+    for i in found:
+        if not is_under(i.target, "ramplab"):
+            continue
+        source, target = package_of(i.module), package_of(_module_part(i.target))
+        if source is None or (target is None and i.target == "ramplab"):
+            if source is not None:  # ``import ramplab`` from below: the top is the last layer
+                out.append(f"{i.module}:{i.line} imports {i.target} (the package root)")
+            continue
+        if target is None or source == target:
+            continue
+        if LAYER_OF[target] >= LAYER_OF[source]:
+            out.append(
+                f"{i.module}:{i.line} imports {i.target} "
+                f"(layer {LAYER_OF[source]} {source} may not import layer "
+                f"{LAYER_OF[target]} {target})"
+            )
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     cycles: list[list[str]] = []
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     path: list[str] = []
@@ -271,7 +255,76 @@ def test_no_import_cycles(ramplab_imports: list[Import]) -> None:
     for node in sorted(graph):
         if node not in state:
             walk(node)
+    return cycles
+
+
+def module_graph(found: list[Import]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for i in found:
+        if not is_under(i.target, "ramplab"):
+            continue
+        target = _module_part(i.target)
+        if target != i.module:
+            graph.setdefault(i.module, set()).add(target)
+        # Importing ``a.b.c`` first runs ``a/b/__init__.py``: an edge to each parent package
+        # the importer is not itself inside (a package's own modules import it half-built).
+        parts = target.split(".")
+        for n in range(2, len(parts)):
+            parent = ".".join(parts[:n])
+            if not is_under(i.module, parent):
+                graph.setdefault(i.module, set()).add(parent)
+    return graph
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    packages |= {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "users", "openloop"}
+    assert packages == set(LAYER_OF), (packages - set(LAYER_OF), set(LAYER_OF) - packages)
+
+
+def test_every_import_goes_to_an_earlier_layer(ramplab_imports: list[Import]) -> None:
+    found = layer_violations(ramplab_imports)
+    assert not found, "\n".join(found)
+
+
+def test_the_layer_check_catches_an_upward_import() -> None:
+    upward = Import("ramplab.measure.sse", "ramplab.cli.app.main", 3, False)
+    sideways = Import("ramplab.plugin.users", "ramplab.stack.run.execute", 4, True)
+    root = Import("ramplab.errors", "ramplab.exitcodes.ExitCode", 5, True)
+    down = Import("ramplab.cli.app", "ramplab.measure.sse.SseParser", 6, True)
+    found = layer_violations([upward, sideways, root, down])
+    assert [line.split(" ")[0] for line in found] == [
+        "ramplab.measure.sse:3",
+        "ramplab.plugin.users:4",
+        "ramplab.errors:5",
+    ]
+
+
+def test_no_import_cycles_between_modules(ramplab_imports: list[Import]) -> None:
+    cycles = _cycles(module_graph(ramplab_imports))
     assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_import_cycles_between_packages(ramplab_imports: list[Import]) -> None:
+    graph: dict[str, set[str]] = {}
+    for module, targets in module_graph(ramplab_imports).items():
+        source = package_of(module)
+        for target in targets:
+            package = package_of(target) if target.count(".") or target in TOP else None
+            if source is not None and package is not None and package != source:
+                graph.setdefault(source, set()).add(package)
+    cycles = _cycles(graph)
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_catches_a_cycle() -> None:
+    found = [
+        Import("ramplab.measure.client", "ramplab.measure.http11.Http11Pool", 1, True),
+        Import("ramplab.measure.http11", "ramplab.measure.client.TimedStream", 2, False),
+    ]
+    assert _cycles(module_graph(found)) == [
+        ["ramplab.measure.client", "ramplab.measure.http11", "ramplab.measure.client"]
+    ]
 
 
 def _run(code: str) -> dict[str, object]:
@@ -370,12 +423,6 @@ def test_every_exception_joins_the_tree() -> None:
         if not name.startswith("_") and not issubclass(cls, RamplabError):
             outside.append(f"{module}.{name}")
     assert not outside, f"not in ramplab.errors' tree: {outside}"
-
-
-def test_known_violations_still_exist(ramplab_imports: list[Import]) -> None:
-    edges = {(i.module, _module_part(i.target)) for i in ramplab_imports}
-    gone = [edge for edge in KNOWN_VIOLATIONS if edge not in edges]
-    assert not gone, f"fixed: remove them from KNOWN_VIOLATIONS: {gone}"
 
 
 def test_repository_paths_survived_the_move() -> None:

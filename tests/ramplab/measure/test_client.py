@@ -17,7 +17,8 @@ import time
 import gevent
 import pytest
 
-from ramplab.measure.client import ClientOptions, TimedBackend, TimedStream, make_client
+from ramplab.measure.client import ClientOptions, make_client
+from ramplab.measure.sockets import TimedBackend, TimedStream
 from tests.support.processes import REPO
 from tests.support.tiny_server import DONE, ROLE, Reply, TinyServer, chunk
 

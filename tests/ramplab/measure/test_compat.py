@@ -24,7 +24,7 @@ from ramplab.measure.client import ClientOptions, make_client
 from ramplab.options.settings import UserSettings
 from ramplab.options.workload import prompt_source, request_body
 from ramplab.workload.prompts import SyntheticPrompts
-from ramplab.workload.tokens import ApproxTokenCounter
+from ramplab.workload.tokenizers import ApproxTokenizer
 from tests.support.processes import REPO, TargetProcess
 from tests.support.tiny_server import DONE, ROLE, Reply, TinyServer, chunk
 
@@ -152,7 +152,7 @@ def test_prompts_file_is_sent_line_by_line(target: TargetProcess, tmp_path: Path
     )
     settings = UserSettings(prompts_file=path, max_tokens=2, seed=0)
     counts = _prompt_tokens(target, settings, 4)
-    counter = ApproxTokenCounter()
+    counter = ApproxTokenizer()
     lengths = [counter.count("one two three"), counter.count("alpha beta gamma delta epsilon")]
     assert lengths == [4, 9]  # words over four characters are two pieces
     # The source starts at a seeded offset and then cycles through the two lines.

@@ -14,11 +14,11 @@ from ramplab.options.settings import UserSettings
 from ramplab.options.workload import request_body
 from ramplab.results.writer import record_from_dict
 from ramplab.workload.prompts import FilePrompts, SyntheticPrompts
-from ramplab.workload.tokens import ApproxTokenCounter
+from ramplab.workload.tokenizers import ApproxTokenizer
 
 
 def test_token_allocation_rules() -> None:
-    counter = ApproxTokenCounter()
+    counter = ApproxTokenizer()
     texts = [" ka", " lo mi", " ren"]
     assert allocate_tokens(texts, 3, None, counter) == [1, 1, 1]  # usage == events
     assert allocate_tokens(texts, 10, 4, counter) == [4, 4, 2]  # server's declared chunk size
@@ -30,7 +30,7 @@ def test_token_allocation_rules() -> None:
 
 def test_synthetic_prompt_length_and_body() -> None:
     messages = SyntheticPrompts(50, 0.0, random.Random(1)).next()
-    assert ApproxTokenCounter().count(messages[0]["content"]) == 50
+    assert ApproxTokenizer().count(messages[0]["content"]) == 50
     settings = UserSettings(max_tokens=9, chunk_size=3, temperature=0.5, extra_body={"top_p": 0.9})
     body = request_body(settings, "m", messages)
     assert body["stream_options"] == {"include_usage": True}

@@ -15,10 +15,10 @@ from ramplab.options.schema import option
 from ramplab.options.settings import UserSettings
 from ramplab.options.workload import prompt_source
 from ramplab.workload.needle import NeedlePrompts, parse_needle
-from ramplab.workload.tokens import ApproxTokenCounter
+from ramplab.workload.tokenizers import ApproxTokenizer
 from tests.support.cli import ramplab
 
-COUNT = ApproxTokenCounter().count
+COUNT = ApproxTokenizer().count
 NEEDLE = option("--needle").kind
 
 

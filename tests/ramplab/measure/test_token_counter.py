@@ -7,26 +7,25 @@ import pytest
 from ramplab.errors import UsageError
 from ramplab.options.settings import UserSettings
 from ramplab.plugin.context import UserContext
-from ramplab.workload.tokenizers import load_tokenizer
-from ramplab.workload.tokens import ApproxTokenCounter, token_counter
+from ramplab.workload.tokenizers import ApproxTokenizer, load_tokenizer
 from tests.ramplab.prompts.conftest import MINILM
 
 TEXT = "Tokens are what prefill pays for — 中文也一样。"
 
 
 def test_approx_is_the_light_fallback() -> None:
-    assert isinstance(token_counter("approx"), ApproxTokenCounter)
+    assert isinstance(load_tokenizer("approx"), ApproxTokenizer)
 
 
 @pytest.mark.parametrize("spec", ["cl100k_base", str(MINILM)])
 def test_a_real_tokenizer_counts_as_the_analyser_does(spec: str) -> None:
-    assert token_counter(spec).count(TEXT) == load_tokenizer(spec).count(TEXT)
-    assert token_counter(spec).count(TEXT) != ApproxTokenCounter().count(TEXT)
+    assert load_tokenizer(spec).count(TEXT) == load_tokenizer(spec).count(TEXT)
+    assert load_tokenizer(spec).count(TEXT) != ApproxTokenizer().count(TEXT)
 
 
 def test_an_unknown_tokenizer_is_refused_naming_the_option() -> None:
     with pytest.raises(UsageError, match="--tokenizer: unknown tokenizer 'gpt-17'"):
-        token_counter("gpt-17")
+        load_tokenizer("gpt-17")
 
 
 def test_the_process_context_holds_the_counter_its_settings_name() -> None:
