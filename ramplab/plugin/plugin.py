@@ -80,6 +80,7 @@ from ramplab.results.slo import RequestSlo, print_gates
 from ramplab.results.summary import RunSummary
 from ramplab.results.writer import ResultsWriter, load_records
 from ramplab.retry.config import RetrySetup
+from ramplab.runs.rundir import RunDir
 
 __all__ = ["RamplabPlugin", "install", "plugin_of", "register"]
 
@@ -139,7 +140,7 @@ class RamplabPlugin:
             self.forwarder = Forwarder(runner)
         elif settings.results_dir is not None:
             try:
-                self.writer = ResultsWriter(settings.results_dir)
+                self.writer = RunDir(settings.results_dir).open_writer()
             except OSError as exc:
                 where = str(settings.results_dir)
                 raise UsageError("", f"--results-dir {where!r}: {exc.strerror}") from None

@@ -42,6 +42,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from ramplab.errors import FatalError
+from ramplab.runs.rundir import RunDir
 from ramplab.stack.dns import DEFAULT_NAME
 from ramplab.stack.process import ManagedProcess, ProcessSpec, free_port
 from ramplab.stack.readiness import DnsReady, HttpReady, LogReady, PortReady, Readiness
@@ -106,7 +107,7 @@ class StackConfig:
 
     @property
     def progress_path(self) -> Path:
-        return self.run_dir / "progress.json"
+        return RunDir(self.run_dir).progress
 
     @property
     def ca_path(self) -> Path:
