@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ramplab.campaign.schema import Campaign, CampaignError, load_campaign
-from ramplab.errors import UsageError
+from ramplab.campaign.schema import Campaign, load_campaign
+from ramplab.errors import CampaignError, UsageError
 from ramplab.load.shapes import Shape, custom
 from ramplab.results.producer import EngineCounts, RunFacts, scheduled_counts, summarize
 from ramplab.results.selfcheck import health_from_reports

@@ -26,14 +26,14 @@ import yaml
 
 from ramplab.campaign.schema import Campaign
 from ramplab.campaign.search import SearchSpec
-from ramplab.errors import UsageError
+from ramplab.errors import StackError, UsageError
 from ramplab.report.run import write_report
 from ramplab.results.summary import RunSummary
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
 from ramplab.runs.rundir import RunDir
 from ramplab.search.cpu import CpuSampler
 from ramplab.search.watch import ProbeWatch
-from ramplab.stack.local import LocalStack, StackConfig, StackError
+from ramplab.stack.local import LocalStack, StackConfig
 
 __all__ = ["ProbeRun", "probe_campaign", "run_probe"]
 

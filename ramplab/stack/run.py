@@ -30,7 +30,7 @@ from rich.markup import escape
 from ramplab import data
 from ramplab.campaign import preflight
 from ramplab.campaign.schema import Campaign
-from ramplab.errors import UsageError
+from ramplab.errors import StackError, UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.report.run import print_steps, write_report
 from ramplab.results.outcome import exit_code
@@ -42,7 +42,7 @@ from ramplab.runs.progress import LiveProgress
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
 from ramplab.runs.rundir import RunDir
 from ramplab.stack.dns import DEFAULT_NAME
-from ramplab.stack.local import LocalStack, StackConfig, StackError
+from ramplab.stack.local import LocalStack, StackConfig
 from ramplab.stack.monitoring import Monitoring, find_prometheus, loopback_address
 from ramplab.stack.process import free_port
 
