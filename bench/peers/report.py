@@ -302,7 +302,7 @@ def section(runs: list[Run], load_before: float, load_after: float) -> str:
         "tokenizer, offline) as `guidellm run --profile kind=constant,rate=R` with synthetic "
         f"data ({TOKENS} output tokens), its whole process tree. Times are each tool's own (TTFT "
         "from its send); errors are against the target's record of the same request "
-        "(`bench/peers.py` explains them; GuideLLM keeps only the first and last token's times, "
+        "(`bench/peers/__init__.py` explains them; GuideLLM keeps only the first and last token's times, "
         "so its ITL is each stream's mean gap and its per-gap ITL error is n/a — the *span "
         "error*, first to last token, is the error all three are compared on; the target runs "
         "under `bench/timing_tap.py` so that GuideLLM's requests can be matched to the "
