@@ -21,6 +21,8 @@ from ramplab.conditions import (
     parse_condition,
 )
 from ramplab.errors import GateError, UsageError
+from ramplab.experiment.expr import parse_condition as parse_fail_if
+from ramplab.results.slo import evaluate_gates, parse_gate, parse_request_slo
 
 NAMES = ("baseline", "noise")
 ENV = {"baseline": 100.0, "noise": 2.0}
@@ -317,3 +319,44 @@ def test_evaluate_lets_a_missing_metric_through() -> None:
 
     with pytest.raises(LookupError, match=r"no metric 'ttft\.p99'"):
         read("ttft.p99 < 1").evaluate(lookup)
+
+
+# --- one language: gates, request SLOs and fail_if ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["ttft_ms.p99 <<< 3", "ttft_ms..p99 < 1", "ttft_ms.p99 < (1", "x > 1 if 2 else 3", ""],
+)
+def test_gates_and_fail_if_give_the_same_error(text: str) -> None:
+    with pytest.raises(ConditionError) as gate:
+        parse_gate(text, field="F")
+    with pytest.raises(ConditionError) as fail_if:
+        parse_fail_if(text, field="F")
+    assert str(gate.value) == str(fail_if.value)
+
+
+def test_the_same_condition_with_both_polarities() -> None:
+    text = "error_ratio < 0.01"
+    summary = {"error_ratio": 0.004}
+    (verdict,) = evaluate_gates([parse_gate(text)], summary)
+    assert verdict.status == "pass"  # a gate must hold: it does
+    assert parse_fail_if(text).holds(0.004, {}) is True  # a fail_if must not: the run fails
+
+
+def test_each_caller_adds_only_its_own_restrictions() -> None:
+    # A gate has no names, and its threshold must be a finite number ...
+    assert parse_gate("ttft_ms.p99 < 2 * 400").threshold == 800.0
+    for text, column in (("x < baseline", 5), ("x < 1e999", 5), ("x < 2 * (1 / 0)", 5)):
+        with pytest.raises(ConditionError) as info:
+            parse_gate(text)
+        assert info.value.column == column
+    # ... a request SLO item is NAME <= a positive number ...
+    assert parse_request_slo("ttft_ms <= 2 * 400, tpot_ms<=50").ttft_ms == 800.0
+    with pytest.raises(GateError, match="expected NAME<=MS items"):
+        parse_request_slo("ttft_ms < 800")
+    # ... and fail_if takes baseline and noise, on a figure of the run or of its steps.
+    condition = parse_fail_if("steps[-1].ttft_ms.p99 > baseline + 2 * noise")
+    assert (condition.step, condition.key, condition.threshold(ENV)) == (-1, "ttft_ms.p99", 104.0)
+    with pytest.raises(ConditionError, match=r"bad metric 'a\.b\.c'"):
+        parse_fail_if("a.b.c > baseline")
