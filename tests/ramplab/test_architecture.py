@@ -20,6 +20,8 @@ Allowed dependency direction — an arrow means "may import"::
   comparison and search run campaigns through ``stack.run``, and ``stack.cli`` offers them as
   commands; ``study`` analyses an experiment's runs);
 - no import cycle between ramplab's modules (module-level imports);
+- ``ramplab.conditions`` (the language of gates, request SLOs and ``fail_if``) imports nothing of
+  ramplab but ``ramplab.errors``, so that any layer may use it;
 - every exception ramplab defines joins the tree in ``ramplab.errors``, except control-flow
   signals, which are private (a leading underscore) to the module that raises them.
 
@@ -225,6 +227,17 @@ def test_the_root_modules_import_nothing_of_ramplab(ramplab_imports: list[Import
         if i.module in ("ramplab.errors", "ramplab.exitcodes") and is_under(i.target, "ramplab")
     ]
     assert not found, violations(found, "errors and exitcodes are the root")
+
+
+def test_the_condition_language_imports_only_errors(ramplab_imports: list[Import]) -> None:
+    found = [
+        i
+        for i in ramplab_imports
+        if i.module == "ramplab.conditions"
+        and is_under(i.target, "ramplab")
+        and not is_under(i.target, "ramplab.errors")
+    ]
+    assert not found, violations(found, "conditions imports only errors")
 
 
 def _module_part(target: str) -> str:
