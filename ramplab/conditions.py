@@ -114,6 +114,8 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class Number:
+    """A number on the right side."""
+
     value: float
     spelling: str  # as written: ``describe()`` shows 1_000 as 1_000, not 1000.0
     at: int  # offset of the first character in the condition's text
@@ -127,6 +129,8 @@ class Number:
 
 @dataclass(frozen=True, slots=True)
 class Name:
+    """A name on the right side; its value comes from the environment at each evaluation."""
+
     name: str
     at: int
 
@@ -139,6 +143,8 @@ class Name:
 
 @dataclass(frozen=True, slots=True)
 class Signed:
+    """``-x`` or ``+x``."""
+
     sign: str  # "+" or "-"
     operand: Expr
     at: int
@@ -155,6 +161,8 @@ class Signed:
 
 @dataclass(frozen=True, slots=True)
 class Arithmetic:
+    """``left op right``; left to right, ``*`` and ``/`` before ``+`` and ``-``."""
+
     op: str  # + - * /
     left: Expr
     right: Expr
@@ -170,7 +178,7 @@ class Arithmetic:
         return _ARITHMETIC[self.op](left, right)
 
     def __str__(self) -> str:
-        # Parentheses exactly where the tree needs them: a - (b - c) keeps its, (a * b) + c not.
+        # Parentheses exactly where the tree needs them: a - (b - c) keeps them, (a * b) + c not.
         level = _PRECEDENCE[self.op]
         left = _shown(self.left, _precedence(self.left) < level)
         right = _shown(self.right, _precedence(self.right) <= level)
