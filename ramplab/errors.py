@@ -7,6 +7,8 @@
     │   ├── ShapeError        a ramp shape (CLI string or YAML/dict) is invalid
     │   ├── RetryConfigError  a retry policy configuration is invalid
     │   ├── GateError         an SLO or gate expression cannot be parsed
+    │   │   └── ConditionError  a condition's text and the column where reading it stopped
+    │   │                       (``ramplab.conditions``: gates, request SLOs, ``fail_if``)
     │   ├── PromConfigError   a scrape target or option a Prometheus configuration cannot hold
     │   ├── OptionError       a Locust option of the plugin (``ramplab.options.settings``)
     │   ├── CampaignError     a campaign file that cannot be run (``ramplab.campaign``)

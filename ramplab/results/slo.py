@@ -5,7 +5,8 @@ every threshold that is set holds (``ttft_ms <= X``, ``tpot_ms <= Y``, ``ttlt_ms
 missing TTFT/TTLT on a successful record fails the SLO (we cannot show it was met); a missing
 TPOT does not, because a one-token answer has no TPOT by definition.
 
-Gates are expressions ``PATH OP NUMBER`` over the summary dict (``summary.json``)::
+Gates are conditions (``ramplab.conditions``) over the summary dict (``summary.json``) that
+must hold; the right side is a number, or arithmetic on numbers::
 
     ttft_ms.p99 < 800
     error_ratio < 0.01
@@ -21,30 +22,19 @@ requests) *fails*: absence of evidence is not a pass. A gate whose path does not
 from __future__ import annotations
 
 import math
-import operator
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from ramplab.conditions import Condition, ConditionError, Segment, parse_condition
 from ramplab.errors import GateError
 from ramplab.measure.record import RequestRecord
 from ramplab.results.selfcheck import distrust
 from ramplab.results.summary import GateStatus, GateVerdict, Observed
 
-_OPS: dict[str, Callable[[float, float], bool]] = {
-    "<=": operator.le,
-    ">=": operator.ge,
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    ">": operator.gt,
-}
-_EXPR = re.compile(r"^\s*(?P<path>[^<>=!\s]+)\s*(?P<op><=|>=|==|!=|<|>)\s*(?P<value>\S+)\s*$")
-_SEGMENT = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?:\[(?P<index>-?\d+|\*)\])?$")
 # ``answer_ttft_ms``: a reasoning model's first answer token (docs/workloads.md).
 _SLO_FIELDS = ("ttft_ms", "tpot_ms", "ttlt_ms", "answer_ttft_ms")
 
@@ -85,16 +75,17 @@ class RequestSlo:
 
 
 def parse_request_slo(spec: Mapping[str, Any] | str | None, field: str = "slo") -> RequestSlo:
-    """``{"ttft_ms": 800, "tpot_ms": 50}`` or ``"ttft_ms<=800,tpot_ms<=50"``."""
+    """``{"ttft_ms": 800, "tpot_ms": 50}`` or ``"ttft_ms<=800,tpot_ms<=50"`` (each a condition)."""
     if spec is None:
         return RequestSlo()
     items: dict[str, object] = {}
     if isinstance(spec, str):
         for part in filter(None, (p.strip() for p in spec.split(","))):
-            name, sep, value = part.partition("<=")
-            if not sep:
+            item = parse_condition(part, field)
+            if item.op != "<=":
                 raise GateError(field, f"expected NAME<=MS items, got {part!r}")
-            items[name.strip()] = value.strip()
+            limit = item.threshold()
+            items[item.metric] = str(item.expr) if limit is None else limit
     elif isinstance(spec, Mapping):
         items = dict(spec)
     else:
@@ -120,39 +111,47 @@ def _number(raw: object, field: str, *, positive: bool = False) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class Segment:
-    name: str
-    index: int | Literal["*"] | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Gate:
-    """A parsed ``PATH OP NUMBER`` expression."""
+    """A condition on the summary that must hold; its right side is a finite number."""
 
-    text: str
-    path: tuple[Segment, ...]
-    op: str
-    threshold: float
+    condition: Condition
+
+    @property
+    def text(self) -> str:
+        return self.condition.text
+
+    @property
+    def path(self) -> tuple[Segment, ...]:
+        return self.condition.path
+
+    @property
+    def op(self) -> str:
+        return self.condition.op
+
+    @property
+    def threshold(self) -> float:
+        limit = self.condition.threshold()
+        assert limit is not None  # parse_gate let only finite numbers through
+        return limit
 
     def evaluate(self, summary: Mapping[str, Any]) -> GateVerdict:
         """The verdict on a ``summary.json`` mapping (``RunSummary.to_json()``)."""
         try:
-            found = _resolve(summary, self.path, "")
+            found = self.condition.evaluate(lambda path: _resolve(summary, path, ""))
         except LookupError as exc:
             return GateVerdict(gate=self.text, status="invalid", detail=str(exc))
-        observed = tuple((where, _observed(value)) for where, value in found)
-        check = _OPS[self.op]
+        observed = tuple((r.where, _observed(r.value)) for r in found)
         failures = []
-        for where, value in found:
-            if value is None:
-                failures.append(f"{where}: no data")
-            elif isinstance(value, bool) or not isinstance(value, int | float):
-                detail = f"{where} is not a number"
+        for r in found:
+            if r.value is None:
+                failures.append(f"{r.where}: no data")
+            elif r.holds is None:  # the threshold is a number: only a value that is none is left
+                detail = f"{r.where} is not a number"
                 return GateVerdict(
                     gate=self.text, status="invalid", observed=observed, detail=detail
                 )
-            elif not check(float(value), self.threshold):
-                failures.append(f"{where} = {value:g}")
+            elif not r.holds:
+                failures.append(f"{r.where} = {r.value:g}")
         if not found:
             return GateVerdict(gate=self.text, status="fail", detail="no values (empty list)")
         status: GateStatus = "fail" if failures else "pass"
@@ -188,23 +187,13 @@ def _resolve(obj: Any, path: Sequence[Segment], prefix: str) -> list[tuple[str, 
 
 
 def parse_gate(text: str, field: str = "gates") -> Gate:
-    """Parse ``"ttft_ms.p99 < 800"``-style expressions; ``GateError`` names the problem."""
-    m = _EXPR.match(text) if isinstance(text, str) else None
-    if m is None:
-        raise GateError(
-            field, f"expected 'METRIC OP NUMBER' (OP one of < <= > >= == !=), got {text!r}"
-        )
-    segments = []
-    for part in m.group("path").split("."):
-        s = _SEGMENT.match(part)
-        if s is None:
-            raise GateError(field, f"bad metric path segment {part!r} in {text!r}")
-        idx = s.group("index")
-        segments.append(
-            Segment(s.group("name"), None if idx is None else "*" if idx == "*" else int(idx))
-        )
-    threshold = _number(m.group("value"), field)
-    return Gate(text.strip(), tuple(segments), m.group("op"), threshold)
+    """Parse ``"ttft_ms.p99 < 800"``-style conditions; ``GateError`` names the problem."""
+    condition = parse_condition(text, field)
+    limit = condition.threshold()
+    if limit is None or not math.isfinite(limit):
+        reason = f"expected a finite number, got {str(condition.expr)!r}"
+        raise ConditionError(field, condition.text, condition.expr.at + 1, reason)
+    return Gate(condition)
 
 
 def parse_gates(texts: Iterable[str], field: str = "gates") -> list[Gate]:

@@ -42,9 +42,10 @@ PACKAGE = REPO / "ramplab"
 TARGET = REPO / "target_service"
 LOCUST_WORLD = ("locust", "gevent")
 # Earliest first: a package may import the packages of earlier layers only. The root modules
-# (``errors``, ``exitcodes``, ``conditions``, ``data``) import nothing of ramplab.
+# (``errors``, ``exitcodes``, ``data``) import nothing of ramplab.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "exitcodes", "conditions", "data"),
+    ("errors", "exitcodes", "data"),
+    ("conditions",),
     ("retry", "load"),
     ("workload",),
     ("measure",),
