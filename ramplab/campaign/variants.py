@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ramplab.campaign import preflight
+from ramplab.campaign.fail_if import parse_conditions
 from ramplab.campaign.schema import (
     EXPERIMENT_KEYS,
     NAME_RULE,
@@ -51,7 +52,6 @@ from ramplab.campaign.schema import (
 )
 from ramplab.campaign.studies import check_study
 from ramplab.errors import CampaignError, UsageError
-from ramplab.experiment.expr import parse_conditions
 
 __all__ = [
     "MAX_RUNS",

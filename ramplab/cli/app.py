@@ -31,6 +31,7 @@ from rich.table import Table
 from ramplab import data
 from ramplab.attention.probe import DEFAULT_DEPTHS, DEFAULT_NEEDLE, DEFAULT_QUESTION
 from ramplab.campaign import preflight
+from ramplab.campaign.fail_if import parse_conditions
 from ramplab.campaign.schema import load_campaign
 from ramplab.campaign.search import SearchSpec
 from ramplab.campaign.variants import Experiment, load_experiment
@@ -38,7 +39,6 @@ from ramplab.cli.container import container_app
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.experiment.compare import compare as compare_groups
-from ramplab.experiment.expr import parse_conditions
 from ramplab.experiment.order import plan_runs
 from ramplab.experiment.recommendations import variant_recommendations
 from ramplab.experiment.render import TABLE_METRICS, print_comparison, write_comparison

@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from ramplab.campaign.fail_if import Condition
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
-from ramplab.experiment.expr import Condition
 from ramplab.experiment.sources import Group
 
 __all__ = [

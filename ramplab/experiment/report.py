@@ -17,10 +17,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ramplab.campaign.fail_if import parse_conditions
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.experiment.compare import Comparison, compare
-from ramplab.experiment.expr import parse_conditions
 from ramplab.experiment.htmlreport import render_html
 from ramplab.experiment.mdreport import render_markdown
 from ramplab.experiment.overview import gather

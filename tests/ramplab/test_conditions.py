@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
+from ramplab.campaign.fail_if import parse_condition as parse_fail_if
 from ramplab.conditions import (
     OPERATORS,
     Arithmetic,
@@ -21,7 +22,6 @@ from ramplab.conditions import (
     parse_condition,
 )
 from ramplab.errors import GateError, UsageError
-from ramplab.experiment.expr import parse_condition as parse_fail_if
 from ramplab.results.slo import evaluate_gates, parse_gate, parse_request_slo
 
 NAMES = ("baseline", "noise")

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from ramplab.campaign.fail_if import parse_conditions
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.experiment.compare import compare
-from ramplab.experiment.expr import parse_conditions
 from ramplab.experiment.render import markdown, write_comparison
 from ramplab.experiment.sources import expand
 from ramplab.load.shapes import parse_shape

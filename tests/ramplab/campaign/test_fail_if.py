@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ramplab.campaign.fail_if import parse_condition, parse_conditions
 from ramplab.errors import UsageError
-from ramplab.experiment.expr import parse_condition, parse_conditions
 
 
 @pytest.mark.parametrize(
