@@ -6,6 +6,7 @@ import json
 import subprocess
 import tempfile
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,24 @@ def ramplab(
         return subprocess.CompletedProcess(
             process.args, code, out.read_text(errors="replace"), err.read_text(errors="replace")
         )
+
+
+def ramplab_in_process(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """The CLI called in this process (typer's runner): for commands that end before anything
+    starts — refused input, ``validate`` — where a new interpreter per case cost seconds each.
+    An exception that escapes the CLI lands in ``stderr`` as a traceback, as it would in a
+    terminal, so "no traceback" stays checkable. ``ramplab`` above runs the real process."""
+    from typer.testing import CliRunner
+
+    from ramplab.cli.app import app
+
+    result = CliRunner().invoke(app, list(args))
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "Traceback (most recent call last):\n" + "".join(
+            traceback.format_exception(result.exception)
+        )
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, stderr)
 
 
 def gone(pid: int) -> bool:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import TINY, ramplab
+from tests.support.cli import TINY, ramplab, ramplab_in_process
 
 
 def campaign_file(tmp_path: Path, text: str) -> Path:
@@ -42,7 +42,9 @@ def test_bad_campaign_exits_2_naming_the_field(
     tmp_path: Path, command: str, text: str, field: str
 ) -> None:
     extra = ["--results-dir", str(tmp_path)] if command == "run" else []
-    done = ramplab([command, str(campaign_file(tmp_path, text)), *extra])
+    # In process: every case is refused before anything starts (the real process's exit code
+    # and stderr are the next tests').
+    done = ramplab_in_process([command, str(campaign_file(tmp_path, text)), *extra])
     assert done.returncode == 2, done.stdout + done.stderr
     assert field in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
