@@ -12,19 +12,16 @@ the measurement.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 from rich.table import Table
 
 from ramplab.load.shapes import Shape
-from ramplab.runs.rundir import RunDir
+from ramplab.runs.tail import RunTail
 
 __all__ = ["LiveProgress", "StepTally"]
 
@@ -42,35 +39,25 @@ class LiveProgress:
     """Polls a run directory; ``table()`` renders the current state."""
 
     def __init__(self, run_dir: Path, shape: Shape, workers: int) -> None:
-        self.requests_path = RunDir(run_dir).requests
-        self.progress_path = RunDir(run_dir).progress
+        self.tail = RunTail(run_dir)
         self.shape = shape
         self.expected_workers = workers
         self.tally = [StepTally() for _ in shape.stages]
-        self.master: dict[str, Any] = {}
-        self.records = 0
-        self._offset = 0
-        self._partial = b""
+
+    @property
+    def master(self) -> dict[str, Any]:
+        """The master's last progress snapshot."""
+        return self.tail.progress
+
+    @property
+    def records(self) -> int:
+        return self.tail.records
 
     def poll(self) -> None:
-        with contextlib.suppress(OSError, ValueError):  # not written yet
-            self.master = json.loads(self.progress_path.read_text(encoding="utf-8"))
-        try:
-            with self.requests_path.open("rb") as handle:
-                handle.seek(self._offset)
-                chunk = handle.read()
-        except OSError:
-            return
-        self._offset += len(chunk)
-        data = self._partial + chunk
-        lines = data.split(b"\n")
-        self._partial = lines.pop()  # an incomplete last line waits for the next poll
-        for line in lines:
-            if line.strip():
-                self._add(orjson.loads(line))
+        for record in self.tail.poll():
+            self._add(record)
 
     def _add(self, record: dict[str, Any]) -> None:
-        self.records += 1
         start = self.master.get("run_start")
         step = record.get("step")
         if start is None or step is None or not 0 <= int(step) < len(self.tally):

@@ -18,17 +18,13 @@ The queue and lateness trends need whole windows and are judged on the summary a
 
 from __future__ import annotations
 
-import contextlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ramplab.campaign.search import SearchSpec
 from ramplab.load.shapes import Shape
-from ramplab.runs.rundir import RunDir
+from ramplab.runs.tail import RunTail
 
 __all__ = ["ProbeWatch"]
 
@@ -46,51 +42,36 @@ class ProbeWatch:
     """Polls one probe's run directory; ``reason()`` says why to stop it now, if it should."""
 
     def __init__(self, run_dir: Path, shape: Shape, spec: SearchSpec) -> None:
-        self.requests_path = RunDir(run_dir).requests
-        self.progress_path = RunDir(run_dir).progress
+        self.tail = RunTail(run_dir)
         self.shape = shape
         self.spec = spec
         self.expected = sum(st.rate * st.measured_s for st in shape.stages)
-        self.run_start: float | None = None
-        self.progress: dict[str, Any] = {}
-        self.records = 0
         self.measured = 0
         self.misses = 0
         self._pending: list[_Pending] = []
-        self._offset = 0
-        self._partial = b""
+
+    @property
+    def progress(self) -> dict[str, Any]:
+        return self.tail.progress
+
+    @property
+    def run_start(self) -> float | None:
+        return self.tail.run_start
+
+    @property
+    def records(self) -> int:
+        return self.tail.records
 
     def poll(self) -> None:
-        with contextlib.suppress(OSError, ValueError):  # not written yet, or being replaced
-            self.progress = json.loads(self.progress_path.read_text(encoding="utf-8"))
-            self.run_start = float(self.progress["run_start"])
-        self._read_records()
-        if self.run_start is not None:
-            pending, self._pending = self._pending, []
-            for item in pending:
-                self._count(item, self.run_start)
-
-    def _read_records(self) -> None:
-        try:
-            with self.requests_path.open("rb") as handle:
-                handle.seek(self._offset)
-                chunk = handle.read()
-        except OSError:
-            return
-        self._offset += len(chunk)
-        lines = (self._partial + chunk).split(b"\n")
-        self._partial = lines.pop()
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            self.records += 1
+        for rec in self.tail.poll():
             slo_ok = rec.get("slo_ok")
             good = bool(slo_ok) if slo_ok is not None else bool(rec.get("ok"))
             self._pending.append(_Pending(rec.get("step"), float(rec["intended_start"]), good))
+        run_start = self.run_start
+        if run_start is not None:
+            pending, self._pending = self._pending, []
+            for item in pending:
+                self._count(item, run_start)
 
     def _count(self, item: _Pending, run_start: float) -> None:
         offset = item.intended - run_start
