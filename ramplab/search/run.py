@@ -25,16 +25,13 @@ interrupted (every finished probe kept).
 from __future__ import annotations
 
 import re
-import signal
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from rich.console import Console, Group
@@ -49,6 +46,7 @@ from ramplab.exitcodes import ExitCode
 from ramplab.results.confidence import Interval
 from ramplab.runs.naming import new_results_dir
 from ramplab.runs.rebuild import CAMPAIGN_FILE
+from ramplab.runs.signals import Interrupted, interruptible
 from ramplab.search.probe import ProbeRun, probe_campaign, run_probe
 from ramplab.search.strategy import Answer, Outcome, answer, bracket, next_rate
 from ramplab.search.table import (
@@ -89,29 +87,6 @@ class SearchRequest:
     workers: int | None = None
     redis_url: str | None = None
     argv: Sequence[str] = field(default_factory=list)
-
-
-class _Interrupted(BaseException):
-    """SIGINT or SIGTERM: stop the probe, keep every finished one."""
-
-
-@contextmanager
-def _interruptible() -> Iterator[None]:
-    fired: list[int] = []
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if fired:  # a second Ctrl-C while stopping must not leave processes behind
-            sys.stderr.write("ramplab: stopping the search, please wait\n")
-            return
-        fired.append(signum)
-        raise _Interrupted(signal.Signals(signum).name)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
 
 
 def check(request: SearchRequest) -> None:
@@ -334,13 +309,13 @@ def execute_search(request: SearchRequest, console: Console) -> ExitCode:
     outcomes: list[Outcome] = []
     interrupted = False
     failure: str | None = None
-    with _interruptible():
+    with interruptible("the search"):
         try:
             target.start()
             console.print(f"  target {target.url} ready")
             with _Progress(console, data) as progress:
                 failure = _loop(request, spec, target, base, workers, data, outcomes, progress)
-        except _Interrupted as exc:
+        except Interrupted as exc:
             console.print(f"[yellow]{exc}: search stopped, finished probes kept[/]")
             interrupted = True
         except RuntimeError as exc:

@@ -12,15 +12,12 @@ from __future__ import annotations
 import json
 import secrets
 import shlex
-import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from rich.console import Console
@@ -41,6 +38,7 @@ from ramplab.runs.naming import keep_trace, new_results_dir
 from ramplab.runs.progress import LiveProgress
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
 from ramplab.runs.rundir import RunDir
+from ramplab.runs.signals import Interrupted, SignalGuard, interruptible
 from ramplab.stack.dns import DEFAULT_NAME
 from ramplab.stack.local import LocalStack, StackConfig
 from ramplab.stack.monitoring import Monitoring, find_prometheus, loopback_address
@@ -75,39 +73,6 @@ class RunRequest:
     linger_s: float = 0.0
     master_bind: tuple[str, int] | None = None  # remote workers (``StackConfig.master_bind``)
     web_port: int | None = None  # with web_ui: this port (None: a free one)
-
-
-class _Interrupted(Exception):
-    """SIGINT or SIGTERM arrived; the run stops cleanly."""
-
-
-class _SignalGuard:
-    """SIGINT and SIGTERM raise ``_Interrupted`` once, while the run is watched; during the stop
-    they are only noted, so a second Ctrl-C cannot leave processes behind."""
-
-    def __init__(self) -> None:
-        self.stopping = False
-        self.received: str | None = None
-
-    def handler(self, signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
-        if self.stopping or self.received is not None:
-            self.received = self.received or name
-            sys.stderr.write("ramplab: stopping the stack, please wait\n")
-            return
-        self.received = name
-        raise _Interrupted(name)
-
-
-@contextmanager
-def _interruptible() -> Iterator[_SignalGuard]:
-    guard = _SignalGuard()
-    previous = {s: signal.signal(s, guard.handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield guard
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
 
 
 def _stack_config(request: RunRequest, run_dir: Path, gates: list[Gate]) -> StackConfig:
@@ -299,7 +264,7 @@ def _run_stack(
     """Start the stack, watch the ramp, stop every process; what went wrong, first cause only."""
     outcome = _Outcome()
     master_code: int | None = None
-    with _interruptible() as guard:
+    with interruptible() as guard:
         try:
             master_code = _ramp(request, stack, monitoring, guard, run_dir, meta, console, outcome)
         except StackError as exc:
@@ -307,7 +272,7 @@ def _run_stack(
             if exc.log_tail:
                 sys.stderr.write(f"--- last lines of {exc.process}'s log ---\n{exc.log_tail}\n")
             outcome.fail(ExitCode.USAGE if exc.exit_code == 2 else ExitCode.RUN_FAILED)
-        except _Interrupted as exc:
+        except Interrupted as exc:
             outcome.stopped_at = time.time()
             console.print(f"[yellow]{exc}: stopping the stack, keeping the results[/]")
             outcome.interrupted = True
@@ -325,7 +290,7 @@ def _ramp(
     request: RunRequest,
     stack: LocalStack,
     monitoring: Monitoring | None,
-    guard: _SignalGuard,
+    guard: SignalGuard,
     run_dir: Path,
     meta: dict[str, Any],
     console: Console,
@@ -387,7 +352,7 @@ def _print_monitoring(info: dict[str, Any], console: Console) -> None:
 def _after_ramp(
     monitoring: Monitoring,
     stack: LocalStack,
-    guard: _SignalGuard,
+    guard: SignalGuard,
     console: Console,
     run_dir: Path,
     meta: dict[str, Any],
@@ -413,7 +378,7 @@ def _after_ramp(
     try:
         while time.monotonic() < deadline and all(p.running for p in stack.extras):
             time.sleep(0.25)
-    except _Interrupted:
+    except Interrupted:
         guard.received = None
 
 
