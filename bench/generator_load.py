@@ -4,7 +4,7 @@ One ``locust -f locustfiles/llm_ramp.py`` process (one worker core at most: one 
 GIL) drives the paced target open-loop at constant rates; 16 tokens 200 ms apart after a 20 ms
 prefill make a stream last 3.02 s, so a rate of R streams/s keeps ~3 × R streams in flight —
 ``RATES`` gives ~30 and ~300. Errors against the target's own send times (``timing_detail``), as
-in ``peers.py``. Memory per concurrent stream = (RSS at the high rate − RSS at the low rate) ÷
+in ``bench/peers/``. Memory per concurrent stream = (RSS at the high rate − RSS at the low rate) ÷
 (the difference in streams in flight, measured: the streams' summed durations over the window),
 RSS being the median of the samples (every 0.25 s) inside the measured window: the steady state
 the streams hold, while the interpreter, Locust and the imports cancel. The peak over the whole

@@ -3,7 +3,7 @@
 Each peer gets a venv of its own so that its pins never meet ours. GuideLLM is installed with
 ``--no-deps`` plus the runtime dependencies its CLI and mock server import: its declared
 dependencies include ``torch`` and ``datasets`` (gigabytes), which ``guidellm mock-server`` does not
-need; its client (``guidellm run``) does — it imports both unconditionally — so ``bench/peers.py``
+need; its client (``guidellm run``) does — it imports both unconditionally — so ``bench/peers/``
 uses a second venv, ``guidellm-client``, with the CPU build of torch pinned. The pins are the
 versions these benchmarks ran with. ``RAMPLAB_PEER_CACHE`` moves the cache (default
 ``~/.cache/ramplab/peers``); a venv is rebuilt when its requirement list changes.
@@ -43,7 +43,7 @@ GUIDELLM = Peer(
 )  # fmt: skip
 
 # GuideLLM's client (`guidellm benchmark`) imports torch and datasets unconditionally; only
-# bench/peers.py uses this venv, so the truth test's GUIDELLM venv (built by `make test`) stays
+# bench/peers/ uses this venv, so the truth test's GUIDELLM venv (built by `make test`) stays
 # light. torch is pinned exactly: this pin resolves to a CPU build here, a bare `torch` to the CUDA
 # stack.
 GUIDELLM_CLIENT = Peer(

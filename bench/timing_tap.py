@@ -6,9 +6,9 @@ The target writes when it sent every content event into a comment line at the en
 token's times, no raw packets — leaves nothing to compare with. This ASGI wrapper copies each
 comment, with the stream's completion id and the epoch time the request reached the app, into
 ``OUT.jsonl`` (one line a stream: ``{"id": "chatcmpl-…", "arrival": s, "events_ms": [...]}``);
-``bench/peers.py`` pairs the lines with the client's requests by the id (GuideLLM keeps it as
-``response_id``). It adds a substring test or two per body write to the target's work and nothing
-to its stamps, which are taken before the write.
+``bench/peers/streams.py`` pairs the lines with the client's requests by the id (GuideLLM keeps
+it as ``response_id``). It adds a substring test or two per body write to the target's work and
+nothing to its stamps, which are taken before the write.
 """
 
 from __future__ import annotations

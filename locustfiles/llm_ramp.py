@@ -8,7 +8,6 @@ Distributed: add ``--master --expect-workers N`` here and run N ``--worker`` pro
 ``--ramplab-max-users``).
 """
 
-from ramplab.plugin.ramp_user import RampUser
-from ramplab.plugin.shape import RampShape
+from ramplab import RampShape, RampUser
 
 __all__ = ["RampShape", "RampUser"]

@@ -7,6 +7,6 @@
 config file or ``RAMPLAB_*`` environment variables.
 """
 
-from ramplab.plugin.users import LLMStreamUser
+from ramplab import LLMStreamUser
 
 __all__ = ["LLMStreamUser"]

@@ -11,14 +11,19 @@ from importlib import metadata as _metadata
 
 from ramplab.errors import (
     AuthError,
+    CampaignError,
     FatalError,
     GateError,
     IntegrityError,
+    ModelError,
+    OptionError,
     PromConfigError,
     RamplabError,
+    ResolveError,
     RetryableError,
     RetryConfigError,
     ShapeError,
+    StackError,
     UsageError,
 )
 from ramplab.exitcodes import ExitCode
@@ -41,18 +46,23 @@ _LAZY = {
 
 __all__ = [
     "AuthError",
+    "CampaignError",
     "ExitCode",
     "FatalError",
     "GateError",
     "IntegrityError",
     "LLMStreamUser",
+    "ModelError",
+    "OptionError",
     "PromConfigError",
     "RampShape",
     "RampUser",
     "RamplabError",
+    "ResolveError",
     "RetryConfigError",
     "RetryableError",
     "ShapeError",
+    "StackError",
     "UsageError",
     "__version__",
 ]

@@ -9,7 +9,8 @@
     │   ├── GateError         an SLO or gate expression cannot be parsed
     │   ├── PromConfigError   a scrape target or option a Prometheus configuration cannot hold
     │   ├── OptionError       a Locust option of the plugin (``ramplab.options.settings``)
-    │   └── CampaignError     a campaign file that cannot be run (``ramplab.campaign.schema``)
+    │   ├── CampaignError     a campaign file that cannot be run (``ramplab.campaign``)
+    │   └── ModelError        a study sweep that cannot identify its model (``ramplab.study``)
     ├── RetryableError        may succeed when tried again: record it, let the retry policy decide
     │   ├── AuthError         the token endpoint is unreachable or refused the credentials
     │   └── ResolveError      the DNS server of --resolver gave no address (``measure.resolver``)
@@ -20,6 +21,9 @@
 Every ``UsageError`` names the offending field and value in its message (``field`` holds the
 dotted field name on its own) so a CLI can print it without a traceback.
 
+Every class is defined here, so that a caller can catch a family without importing the layer
+that raises it.
+
 Control-flow signals are not errors and stay outside the tree: they are private to the module
 that raises and catches them (``ramplab.stack.run``'s interruption, ``ramplab.measure.attempt``'s
 stream failure, which ends up as a record's ``error_kind``).
@@ -29,14 +33,19 @@ from __future__ import annotations
 
 __all__ = [
     "AuthError",
+    "CampaignError",
     "FatalError",
     "GateError",
     "IntegrityError",
+    "ModelError",
+    "OptionError",
     "PromConfigError",
     "RamplabError",
+    "ResolveError",
     "RetryConfigError",
     "RetryableError",
     "ShapeError",
+    "StackError",
     "UsageError",
 ]
 
@@ -73,6 +82,22 @@ class PromConfigError(UsageError):
         super().__init__("", message)
 
 
+class OptionError(UsageError):
+    """A Locust option of the plugin that cannot be used; ``field`` is the ``--flag``."""
+
+
+class CampaignError(UsageError):
+    """A campaign file that cannot be run; ``field`` is the path inside the file."""
+
+
+class ModelError(UsageError):
+    """The sweep cannot identify the model (too few chunk sizes, no multi-event run): the
+    campaign's ``matrix`` is what to change."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("matrix", message)
+
+
 class RetryableError(RamplabError):
     """A failure that a later attempt may not meet (a refused or unreachable dependency)."""
 
@@ -86,9 +111,26 @@ class AuthError(RetryableError, RuntimeError):
     """
 
 
+class ResolveError(RetryableError):
+    """The DNS server of ``--resolver`` did not answer in time, refused the name, or had no A
+    record for it."""
+
+
 class FatalError(RamplabError):
     """A failure that trying again cannot fix."""
 
 
 class IntegrityError(FatalError):
     """The response's content does not match its signature (or it has none to check)."""
+
+
+class StackError(FatalError):
+    """A process of the stack did not come up (or died); carries its name, exit code and log
+    tail. Not a ``UsageError``: the CLI maps an exit code 2 of the process to "usage", anything
+    else to "run failed"."""
+
+    def __init__(self, process: str, message: str, exit_code: int | None, log_tail: str) -> None:
+        self.process = process
+        self.exit_code = exit_code
+        self.log_tail = log_tail
+        super().__init__(message)

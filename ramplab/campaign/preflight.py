@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ramplab.campaign.schema import Campaign, CampaignError
-from ramplab.errors import UsageError
+from ramplab.campaign.schema import Campaign
+from ramplab.errors import CampaignError, UsageError
 from ramplab.results.producer import EngineCounts, RunFacts, summarize
 from ramplab.results.slo import Gate, evaluate_gates, parse_gates
 from ramplab.workload.tokenizers import load_tokenizer

@@ -34,7 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ramplab.campaign.search import SearchSpec
-from ramplab.errors import UsageError
+from ramplab.errors import CampaignError, UsageError
 from ramplab.load.arrivals.trace import trace_shape
 from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, parse_duration, shape_from_dict
@@ -65,10 +65,6 @@ EXPERIMENT_KEYS = ("matrix", "variants", "repeat", "order", "baseline", "fail_if
 def is_valid_name(value: str) -> bool:
     """A campaign or run name: one path component inside the results directory, never '..'."""
     return _NAME.match(value) is not None
-
-
-class CampaignError(UsageError):
-    """A campaign file that cannot be run; ``field`` is the path inside the file."""
 
 
 class _Strict(BaseModel):

@@ -44,14 +44,13 @@ from ramplab.campaign.schema import (
     EXPERIMENT_KEYS,
     NAME_RULE,
     Campaign,
-    CampaignError,
     is_valid_name,
     parse_campaign,
     read_campaign_data,
     resolve_files,
 )
 from ramplab.campaign.studies import check_study
-from ramplab.errors import UsageError
+from ramplab.errors import CampaignError, UsageError
 from ramplab.experiment.expr import parse_conditions
 
 __all__ = [

@@ -26,6 +26,7 @@ from ramplab.report.recommend import (
 )
 from ramplab.results.digest import read_digest
 from ramplab.runs.rebuild import load_summary
+from ramplab.runs.rundir import RunDir
 
 __all__ = ["VariantRecommendation", "merge", "read_recommendations", "variant_recommendations"]
 
@@ -56,7 +57,7 @@ def read_recommendations(run_dir: Path) -> list[Recommendation]:
     except (OSError, ValueError, KeyError, TypeError):
         pass  # missing or unreadable: the rules again, on the records
     summary = load_summary(run_dir)
-    return recommend(summary, read_digest(run_dir, summary))
+    return recommend(summary, read_digest(RunDir(run_dir).requests, summary))
 
 
 @dataclass(frozen=True, slots=True)

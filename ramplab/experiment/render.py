@@ -23,6 +23,7 @@ from rich.table import Table
 
 from ramplab.experiment.compare import Cell, Comparison, Metric, Point
 from ramplab.experiment.recommendations import VariantRecommendation, variant_recommendations
+from ramplab.runs.rundir import ExperimentDir
 
 __all__ = [
     "LEGEND",
@@ -56,8 +57,8 @@ TABLE_METRICS = (
     "ttlt_ms.p99",
     "output_tokens_per_s",
 )
-JSON_FILE = "comparison.json"
-MD_FILE = "comparison.md"
+JSON_FILE = ExperimentDir.COMPARISON_JSON
+MD_FILE = ExperimentDir.COMPARISON_MD
 LEGEND = (
     "Mean over a variant's finished runs, ± half their spread. Δ: change against the baseline "
     "(*); ! exceeds the noise (half the variant's spread + half the baseline's), ~ is within "

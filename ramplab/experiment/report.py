@@ -33,6 +33,7 @@ from ramplab.results.outcome import exit_code
 from ramplab.results.slo import Gate, evaluate_gates
 from ramplab.runs.manifest import Manifest
 from ramplab.runs.rebuild import load_summary
+from ramplab.runs.rundir import ExperimentDir, RunDir
 
 __all__ = [
     "analyse_experiment",
@@ -43,8 +44,8 @@ __all__ = [
     "write_experiment_report",
 ]
 
-REPORT_MD = "report.md"
-REPORT_HTML = "report.html"
+REPORT_MD = ExperimentDir.REPORT_MD
+REPORT_HTML = ExperimentDir.REPORT_HTML
 
 
 def compare_experiment(
@@ -166,7 +167,7 @@ def report_experiment(
             console.print(f"  {entry.dir}: {entry.status}, no report ({exc})", highlight=False)
             continue
         if summary.rebuilt:
-            summary.write(run_dir / "summary.json")
+            summary.write(RunDir(run_dir).summary)
         verdicts = summary.gates
         if gates:
             verdicts = evaluate_gates(gates, summary.to_json())

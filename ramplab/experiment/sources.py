@@ -16,6 +16,7 @@ from typing import Any
 from ramplab.errors import UsageError
 from ramplab.runs.manifest import MANIFEST, Manifest
 from ramplab.runs.rebuild import load_summary
+from ramplab.runs.rundir import RunDir
 
 __all__ = ["Group", "RunData", "expand", "read_summary"]
 
@@ -79,7 +80,7 @@ def expand(arguments: Sequence[Path], notes: list[str]) -> list[Group]:
             if not found:
                 notes.append(f"{path}: no finished run yet")
             groups += found
-        elif (path / "summary.json").is_file() or (path / "requests.jsonl").is_file():
+        elif (RunDir(path).summary).is_file() or (RunDir(path).requests).is_file():
             groups.append(Group(path.name, (RunData(path, None, read_summary(path)),), path))
         else:
             raise UsageError(

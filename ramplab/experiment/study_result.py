@@ -14,13 +14,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ramplab.runs.rundir import ExperimentDir
+
 if TYPE_CHECKING:
     from ramplab.runs.manifest import Manifest
 
 __all__ = ["STUDY_JSON", "STUDY_MD", "StudyAnalysis", "StudyResult", "StudyTable"]
 
-STUDY_JSON = "study.json"
-STUDY_MD = "study.md"
+STUDY_JSON = ExperimentDir.STUDY_JSON
+STUDY_MD = ExperimentDir.STUDY_MD
 Cell = str | int | float | None
 
 

@@ -17,13 +17,9 @@ import threading
 
 from dnslib import QTYPE, RCODE, DNSRecord
 
-from ramplab.errors import RetryableError
+from ramplab.errors import ResolveError
 
-__all__ = ["DnsResolver", "ResolveError"]
-
-
-class ResolveError(RetryableError):
-    """The server did not answer in time, refused the name, or had no A record for it."""
+__all__ = ["DnsResolver"]
 
 
 class DnsResolver:

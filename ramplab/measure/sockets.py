@@ -20,7 +20,8 @@ from typing import Any, Protocol
 
 import httpcore
 
-from ramplab.measure.resolver import DnsResolver, ResolveError
+from ramplab.errors import ResolveError
+from ramplab.measure.resolver import DnsResolver
 
 __all__ = [
     "Clock",

@@ -18,7 +18,6 @@ from ramplab.options import schema
 __all__ = [
     "AuthMode",
     "MetricsSettings",
-    "OptionError",
     "UserSettings",
     "from_options",
     "metrics_from_options",
@@ -28,7 +27,6 @@ __all__ = [
 AuthMode = Literal["none", "api-key", "jwt"]
 
 # Kept for callers written before one error type: every bad option is a ``UsageError``.
-OptionError = UsageError
 
 _USER = schema.setting_defaults("stream")
 _METRICS = schema.setting_defaults("metrics")

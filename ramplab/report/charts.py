@@ -34,6 +34,7 @@ from ramplab.results.breakdown import CLIENT_LABELS, SERVER_LABELS, breakdowns
 from ramplab.results.digest import Floats, RunDigest, StepDigest, read_digest
 from ramplab.results.offered import offered_load
 from ramplab.results.summary import RunSummary, StepStats
+from ramplab.runs.rundir import RunDir
 
 __all__ = [
     "PALETTE",
@@ -87,8 +88,10 @@ class LabelledRun:
         ``requests.jsonl``. ``colour`` lets runs share one (an experiment's repeats of a
         variant)."""
         if summary is None:
-            summary = RunSummary.read(run_dir / "summary.json")
-        return cls(label or run_dir.name, summary, read_digest(run_dir, summary), colour)
+            summary = RunDir(run_dir).read_summary()
+        return cls(
+            label or run_dir.name, summary, read_digest(RunDir(run_dir).requests, summary), colour
+        )
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from ramplab.results.breakdown import breakdowns
 from ramplab.results.digest import RunDigest
 from ramplab.results.selfcheck import generator_warning
 from ramplab.results.summary import GateVerdict, RunSummary
+from ramplab.runs.rundir import RunDir
 
 __all__ = ["RunMeta", "markdown_table", "recommendation_lines", "render_markdown"]
 
@@ -43,14 +44,7 @@ class RunMeta:
 
     @classmethod
     def read(cls, run_dir: Path) -> RunMeta:
-        path = run_dir / "run.json"
-        if not path.is_file():
-            return cls()
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return cls()
-        return cls(data if isinstance(data, dict) else {})
+        return cls(RunDir(run_dir).read_run_json())
 
     def facts(self, summary: RunSummary) -> list[tuple[str, str]]:
         """(name, value) of what ran, only those known."""

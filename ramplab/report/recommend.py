@@ -27,6 +27,7 @@ from ramplab.results.breakdown import group_breakdown
 from ramplab.results.digest import RunDigest, StepDigest
 from ramplab.results.offered import offered_load, where
 from ramplab.results.summary import RunSummary, StepStats
+from ramplab.runs.rundir import RunDir
 
 __all__ = [
     "RECOMMENDATIONS_FILE",
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 Severity = Literal["act", "distrust", "note"]
-RECOMMENDATIONS_FILE = "recommendations.json"
+RECOMMENDATIONS_FILE = RunDir.RECOMMENDATIONS
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from ramplab.report.markdown import RunMeta, render_markdown
 from ramplab.report.recommend import recommend, write_recommendations
 from ramplab.report.tables import COLUMNS, gate_rows, rows, sessions_line
 from ramplab.results.summary import GateVerdict, RunSummary
+from ramplab.runs.rundir import RunDir
 
 __all__ = [
     "COLUMNS",
@@ -71,8 +72,9 @@ def write_report(run_dir: Path, summary: RunSummary, gates: Sequence[GateVerdict
     run = LabelledRun.load(run_dir, run_dir.name, summary)
     recommendations = recommend(summary, run.digest)
     write_recommendations(run_dir, recommendations)
-    out = run_dir / "report.md"
+    files = RunDir(run_dir)
+    out = files.report_md
     text = render_markdown(run_dir.name, meta, summary, run.digest, recommendations, gates)
     out.write_text(text, encoding="utf-8")
-    write_html(run_dir / "report.html", run, meta, recommendations, gates)
+    write_html(files.report_html, run, meta, recommendations, gates)
     return out

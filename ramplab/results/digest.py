@@ -219,9 +219,8 @@ def iter_records(path: Path) -> Iterator[RequestRecord]:
             yield record_from_dict(data)
 
 
-def read_digest(run_dir: Path, summary: RunSummary) -> RunDigest:
-    """The digest of ``run_dir/requests.jsonl`` (an empty one when the file is missing)."""
-    path = run_dir / "requests.jsonl"
+def read_digest(path: Path, summary: RunSummary) -> RunDigest:
+    """The digest of the records at ``path`` (an empty one when the file is missing)."""
     if not path.is_file():
         return digest_records((), summary)
     return digest_records(iter_records(path), summary)

@@ -229,7 +229,7 @@ class RunSummary(Figures):
         return self.model_dump(mode="json")
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], source: str = "summary.json") -> RunSummary:
+    def from_json(cls, data: Mapping[str, Any], source: str = "the summary") -> RunSummary:
         """Validate a ``summary.json`` mapping; ``UsageError`` names the field that does not fit."""
         try:
             return cls.model_validate(dict(data))

@@ -19,13 +19,13 @@ from ramplab.results.summary import RunSummary
 
 
 class ResultsWriter:
-    """Appends records to ``requests.jsonl`` (flushed per record) and writes ``summary.json``."""
+    """Appends records to the requests file (flushed per record) and writes the summary file;
+    ``ramplab.runs.rundir.RunDir.open_writer`` names them."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
-        self.requests_path = directory / "requests.jsonl"
-        self.summary_path = directory / "summary.json"
+    def __init__(self, requests_path: Path, summary_path: Path) -> None:
+        requests_path.parent.mkdir(parents=True, exist_ok=True)
+        self.requests_path = requests_path
+        self.summary_path = summary_path
         self._file: TextIO = self.requests_path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
         self.written = 0

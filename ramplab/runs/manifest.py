@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
+from ramplab.runs.rundir import ExperimentDir
 
 __all__ = [
     "FINISHED",
@@ -45,7 +46,7 @@ __all__ = [
     "status_of",
 ]
 
-MANIFEST = "experiment.json"
+MANIFEST = ExperimentDir.MANIFEST
 FORMAT = 1
 RunStatus = Literal["pending", "running", "done", "gate_missed", "failed", "interrupted", "skipped"]
 FINISHED: tuple[RunStatus, ...] = ("done", "gate_missed")

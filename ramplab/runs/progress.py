@@ -24,6 +24,7 @@ import orjson
 from rich.table import Table
 
 from ramplab.load.shapes import Shape
+from ramplab.runs.rundir import RunDir
 
 __all__ = ["LiveProgress", "StepTally"]
 
@@ -41,8 +42,8 @@ class LiveProgress:
     """Polls a run directory; ``table()`` renders the current state."""
 
     def __init__(self, run_dir: Path, shape: Shape, workers: int) -> None:
-        self.requests_path = run_dir / "requests.jsonl"
-        self.progress_path = run_dir / "progress.json"
+        self.requests_path = RunDir(run_dir).requests
+        self.progress_path = RunDir(run_dir).progress
         self.shape = shape
         self.expected_workers = workers
         self.tally = [StepTally() for _ in shape.stages]

@@ -17,14 +17,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ramplab.campaign.schema import Campaign, CampaignError, load_campaign
-from ramplab.errors import UsageError
+from ramplab.campaign.schema import Campaign, load_campaign
+from ramplab.errors import CampaignError, UsageError
 from ramplab.load.shapes import Shape, custom
 from ramplab.results.producer import EngineCounts, RunFacts, scheduled_counts, summarize
 from ramplab.results.selfcheck import health_from_reports
 from ramplab.results.slo import Gate, parse_request_slo
 from ramplab.results.summary import RunSummary
 from ramplab.results.writer import load_records
+from ramplab.runs.rundir import RunDir
 
 __all__ = [
     "CAMPAIGN_FILE",
@@ -35,7 +36,7 @@ __all__ = [
     "truncated",
 ]
 
-CAMPAIGN_FILE = "campaign.yaml"
+CAMPAIGN_FILE = RunDir.CAMPAIGN
 
 
 def truncated(shape: Shape, stop_s: float) -> Shape | None:
@@ -53,7 +54,7 @@ def truncated(shape: Shape, stop_s: float) -> Shape | None:
 
 
 def _progress(run_dir: Path) -> dict[str, Any]:
-    data = json.loads((run_dir / "progress.json").read_text(encoding="utf-8"))
+    data = json.loads((RunDir(run_dir).progress).read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise ValueError("progress.json is not an object")
     return data
@@ -120,7 +121,7 @@ def rebuild_summary(
     """The summary from ``requests.jsonl``, the saved campaign and ``progress.json``; with
     ``stopped_at_s`` (an interrupted run) over the measured windows that ran before it. The
     ``gates`` are evaluated on it (the master's verdicts are lost with its summary)."""
-    requests = run_dir / "requests.jsonl"
+    requests = RunDir(run_dir).requests
     if not requests.is_file():
         raise UsageError("RUN_DIR", f"{run_dir} has neither summary.json nor requests.jsonl")
     try:
@@ -153,11 +154,11 @@ def interrupted_summary(
         raise UsageError(
             "RUN_DIR", f"{run_dir}: no progress.json, cannot tell when it stopped"
         ) from None
-    master = run_dir / "summary.json"
+    master = RunDir(run_dir).summary
     if master.is_file():
         os.replace(master, run_dir / "summary.master.json")
     summary = rebuild_summary(run_dir, stop, gates)
-    summary.write(run_dir / "summary.json")
+    summary.write(RunDir(run_dir).summary)
     return summary
 
 
@@ -166,7 +167,7 @@ def load_summary(
 ) -> RunSummary:
     """``summary.json`` of a run directory; rebuilt (with ``gates`` evaluated) when missing and
     possible."""
-    path = run_dir / "summary.json"
+    path = RunDir(run_dir).summary
     if path.is_file():
         summary = RunSummary.read(path)
         if summary.steps or summary.stopped_at_s is not None:

@@ -26,13 +26,14 @@ import yaml
 
 from ramplab.campaign.schema import Campaign
 from ramplab.campaign.search import SearchSpec
-from ramplab.errors import UsageError
+from ramplab.errors import StackError, UsageError
 from ramplab.report.run import write_report
 from ramplab.results.summary import RunSummary
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
+from ramplab.runs.rundir import RunDir
 from ramplab.search.cpu import CpuSampler
 from ramplab.search.watch import ProbeWatch
-from ramplab.stack.local import LocalStack, StackConfig, StackError
+from ramplab.stack.local import LocalStack, StackConfig
 
 __all__ = ["ProbeRun", "probe_campaign", "run_probe"]
 
@@ -75,7 +76,7 @@ def _campaign_text(campaign: Campaign) -> str:
 
 
 def _write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
-    (run_dir / "run.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    (RunDir(run_dir).run_json).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
 def run_probe(
@@ -169,14 +170,14 @@ def run_probe(
 def _generator_bound(run_dir: Path) -> bool:
     """The master's summary says the generator was the bottleneck (``results/selfcheck.py``)."""
     try:
-        return RunSummary.read(run_dir / "summary.json").generator_bound is True
+        return RunSummary.read(RunDir(run_dir).summary).generator_bound is True
     except UsageError:
         return False
 
 
 def _summary(run_dir: Path, stopped_at: float | None, result: ProbeRun) -> RunSummary | None:
     """The master's summary, or the one rebuilt over what ran before an early stop."""
-    if not (run_dir / "requests.jsonl").exists():
+    if not (RunDir(run_dir).requests).exists():
         return None
     try:
         if stopped_at is not None:
@@ -184,7 +185,7 @@ def _summary(run_dir: Path, stopped_at: float | None, result: ProbeRun) -> RunSu
         else:
             summary = load_summary(run_dir)
             if summary.rebuilt:
-                summary.write(run_dir / "summary.json")
+                summary.write(RunDir(run_dir).summary)
     except UsageError as exc:
         result.failure = result.failure or f"no summary: {exc}"
         return None

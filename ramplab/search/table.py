@@ -16,10 +16,11 @@ from rich.console import Console
 from rich.table import Table
 
 from ramplab.errors import UsageError
+from ramplab.runs.rundir import RunDir
 
 __all__ = ["SEARCH_FILE", "answer_line", "print_search", "probe_table", "read_search", "write"]
 
-SEARCH_FILE = "search.json"
+SEARCH_FILE = RunDir.SEARCH
 _STYLE = {"pass": "green", "fail": "red", "generator-limited": "yellow", "interrupted": "yellow"}
 
 

@@ -28,6 +28,7 @@ import orjson
 
 from ramplab.campaign.search import SearchSpec
 from ramplab.load.shapes import Shape
+from ramplab.runs.rundir import RunDir
 
 __all__ = ["ProbeWatch"]
 
@@ -45,8 +46,8 @@ class ProbeWatch:
     """Polls one probe's run directory; ``reason()`` says why to stop it now, if it should."""
 
     def __init__(self, run_dir: Path, shape: Shape, spec: SearchSpec) -> None:
-        self.requests_path = run_dir / "requests.jsonl"
-        self.progress_path = run_dir / "progress.json"
+        self.requests_path = RunDir(run_dir).requests
+        self.progress_path = RunDir(run_dir).progress
         self.shape = shape
         self.spec = spec
         self.expected = sum(st.rate * st.measured_s for st in shape.stages)

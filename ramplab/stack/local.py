@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from ramplab.errors import FatalError
+from ramplab.errors import StackError
+from ramplab.runs.rundir import RunDir
 from ramplab.stack.dns import DEFAULT_NAME
 from ramplab.stack.process import ManagedProcess, ProcessSpec, free_port
 from ramplab.stack.readiness import DnsReady, HttpReady, LogReady, PortReady, Readiness
@@ -52,18 +53,6 @@ POLL_S = 0.1
 # A headless Locust run with a shape handles SIGINT (KeyboardInterrupt: stop, write results, quit)
 # but installs its SIGTERM handler only after the shape ends; SIGTERM is the fallback.
 MASTER_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-class StackError(FatalError):
-    """A process of the stack did not come up (or died); carries its name, exit code and log
-    tail. Not a ``UsageError``: the CLI maps an exit code 2 of the process to "usage", anything
-    else to "run failed"."""
-
-    def __init__(self, process: str, message: str, exit_code: int | None, log_tail: str) -> None:
-        self.process = process
-        self.exit_code = exit_code
-        self.log_tail = log_tail
-        super().__init__(message)
 
 
 class WorkerExtension(Protocol):
@@ -106,7 +95,7 @@ class StackConfig:
 
     @property
     def progress_path(self) -> Path:
-        return self.run_dir / "progress.json"
+        return RunDir(self.run_dir).progress
 
     @property
     def ca_path(self) -> Path:

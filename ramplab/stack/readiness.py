@@ -11,7 +11,8 @@ from typing import Protocol
 
 import httpx
 
-from ramplab.measure.resolver import DnsResolver, ResolveError
+from ramplab.errors import ResolveError
+from ramplab.measure.resolver import DnsResolver
 
 __all__ = ["DnsReady", "HttpReady", "LogReady", "PortReady", "Readiness"]
 

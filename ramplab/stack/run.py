@@ -30,7 +30,7 @@ from rich.markup import escape
 from ramplab import data
 from ramplab.campaign import preflight
 from ramplab.campaign.schema import Campaign
-from ramplab.errors import UsageError
+from ramplab.errors import StackError, UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.report.run import print_steps, write_report
 from ramplab.results.outcome import exit_code
@@ -40,8 +40,9 @@ from ramplab.results.summary import RunSummary
 from ramplab.runs.naming import keep_trace, new_results_dir
 from ramplab.runs.progress import LiveProgress
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
+from ramplab.runs.rundir import RunDir
 from ramplab.stack.dns import DEFAULT_NAME
-from ramplab.stack.local import LocalStack, StackConfig, StackError
+from ramplab.stack.local import LocalStack, StackConfig
 from ramplab.stack.monitoring import Monitoring, find_prometheus, loopback_address
 from ramplab.stack.process import free_port
 
@@ -168,7 +169,7 @@ def _monitoring(
 
 
 def _write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
-    (run_dir / "run.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    (RunDir(run_dir).run_json).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
 @dataclass(slots=True)
@@ -204,7 +205,7 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
     _announce(request, run_dir, config, console)
     outcome = _run_stack(request, LocalStack(config), monitoring, run_dir, meta, console)
     summary = None
-    if not outcome.failed or (run_dir / "requests.jsonl").exists():  # nothing ran: no table
+    if not outcome.failed or (RunDir(run_dir).requests).exists():  # nothing ran: no table
         summary = _summary(run_dir, gates, console, outcome)
     code = exit_code(
         summary,
@@ -354,7 +355,7 @@ def _generator_bound(run_dir: Path) -> bool:
     """The master's exit 4 is its summary's verdict (``generator_bound``), not a failure to run:
     the summary's warning says why and ``exit_code`` gives the 4."""
     try:
-        return RunSummary.read(run_dir / "summary.json").generator_bound is True
+        return RunSummary.read(RunDir(run_dir).summary).generator_bound is True
     except UsageError:
         return False
 
@@ -462,12 +463,12 @@ def _summary(
         title += f" (interrupted after {summary.stopped_at_s:.1f} s)"
         console.print("[yellow]summary.json rebuilt from requests.jsonl over what ran[/]")
     elif summary.rebuilt:
-        summary.write(run_dir / "summary.json")
+        summary.write(RunDir(run_dir).summary)
         console.print("[yellow]summary.json rebuilt from requests.jsonl[/]")
     if gates and not summary.gates:
         # A locustfile without the ramp engine does not know the gates: they are judged here.
         summary = summary.model_copy(update={"gates": evaluate_gates(gates, summary.to_json())})
-        summary.write(run_dir / "summary.json")
+        summary.write(RunDir(run_dir).summary)
     print_steps(summary, console, title)
     if summary.gates:
         print_gates(summary.gates, console)

@@ -4,7 +4,7 @@ Every rule of ``ramplab.workload.redundancy`` is on unless kept (``--keep markdo
 is idempotent (normalising twice changes nothing more) and keeps the content: every word of the
 input (``content_words``: runs of letters and digits, markup has none) is still in the output, and
 the output's words are the input's in the same order, less the copies of duplicated lines.
-``tests/ramplab/prompts/test_normalise.py`` checks both on the sample corpus and on generated
+``tests/ramplab/workload/test_normalise.py`` checks both on the sample corpus and on generated
 prompts.
 """
 

@@ -49,11 +49,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("workload",),
     ("measure",),
     ("results", "metrics"),
-    ("report",),
-    ("attention",),
     ("options",),
     ("campaign",),
     ("runs",),
+    ("report",),
+    ("attention",),
     ("plugin", "stack"),
     ("experiment",),
     ("search",),
@@ -384,15 +384,23 @@ def test_every_public_name_imports() -> None:
         "light = 'locust' not in sys.modules\n"
         "from ramplab import *\n"
         "kinds = {n: type(getattr(ramplab, n)).__name__ for n in ramplab.__all__}\n"
-        "from ramplab.users import LLMStreamUser\n"
-        "from ramplab.openloop import RampShape, RampUser\n"
+        "import warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    from ramplab.users import LLMStreamUser\n"
+        "    from ramplab.openloop import RampShape, RampUser\n"
+        "said = [str(w.message) for w in caught if w.category is DeprecationWarning]\n"
         "same = LLMStreamUser is ramplab.LLMStreamUser and RampUser is ramplab.RampUser "
         "and RampShape is ramplab.RampShape\n"
-        "print(json.dumps({'light': light, 'kinds': kinds, 'same': same}))\n"
+        "print(json.dumps({'light': light, 'kinds': kinds, 'same': same, 'said': said}))\n"
     )
     result = _run(code)
     assert result["light"] is True
-    assert result["same"] is True
+    assert result["same"] is True  # the deprecated modules still give the same classes, and say so
+    said = result["said"]
+    assert isinstance(said, list)
+    assert any("ramplab.users is deprecated" in s for s in said), said
+    assert any("ramplab.openloop is deprecated" in s for s in said), said
     kinds = result["kinds"]
     assert isinstance(kinds, dict)
     assert set(kinds) == set(ramplab.__all__)

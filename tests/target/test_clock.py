@@ -13,6 +13,9 @@ import uvloop
 
 from target_service.clock import Clock, LoopClock, PreciseClock, default_clock
 
+# Asserts on measured time: `make test` runs it alone, after the parallel phase.
+pytestmark = pytest.mark.timing
+
 T = TypeVar("T")
 
 

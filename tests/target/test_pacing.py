@@ -14,6 +14,9 @@ import pytest
 
 from tests.target.conftest import StartTarget
 
+# Asserts on measured time: `make test` runs it alone, after the parallel phase.
+pytestmark = pytest.mark.timing
+
 MODEL = "ramplab-sim-1"
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
+import pytest
 
 from tests.support.scrape import metric, wait_for
 from tests.target.conftest import StartThreadTarget
@@ -69,6 +70,7 @@ def test_waiting_request_times_out_with_503(start_thread_target: StartThreadTarg
     assert waited.json()["error"]["code"] == "queue_timeout"
 
 
+@pytest.mark.timing  # asserts on measured time: run alone, after the rest
 def test_static_batches_make_short_requests_wait_behind_long_ones(
     start_thread_target: StartThreadTarget,
 ) -> None:

@@ -151,6 +151,7 @@ async def _lock_waits(url: str, concurrency: int) -> list[float]:
         return list(await asyncio.gather(*(one() for _ in range(concurrency))))
 
 
+@pytest.mark.timing  # asserts on measured time: run alone, after the rest
 def test_lock_wait_grows_with_concurrency_when_locked_not_when_parallel(url: str) -> None:
     # work_factor 8 makes each critical section ≈ 2 ms of RSA (4,400 signs/s per core): 32
     # streams that end together then queue ≈ 32 × 2 ms on the lock, far above scheduling noise.

@@ -12,7 +12,7 @@ from ramplab.workload.tokenizers import load_tokenizer
 from target_service.errors import SettingsError
 from target_service.settings import load_settings
 from target_service.tokenizer import make_tokenizer
-from tests.ramplab.prompts.conftest import MINILM, SAMPLE
+from tests.ramplab.workload.conftest import MINILM, SAMPLE
 
 
 @pytest.mark.parametrize("spec", ["approx", "cl100k_base", str(MINILM)])

@@ -17,16 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ramplab.errors import ModelError
 from ramplab.experiment.study_result import StudyResult, StudyTable
 from ramplab.study.chunking.charts import latency_chart, objective_chart, residual_chart
 from ramplab.study.chunking.data import RunSettings, collect
-from ramplab.study.chunking.model import (
-    ModelError,
-    StreamRows,
-    TwoPhaseFit,
-    event_name,
-    fit_two_phase,
-)
+from ramplab.study.chunking.model import StreamRows, TwoPhaseFit, event_name, fit_two_phase
 from ramplab.study.chunking.optimum import DRAWS, Optimum, optimum
 
 if TYPE_CHECKING:

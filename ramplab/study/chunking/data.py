@@ -21,6 +21,7 @@ from ramplab.experiment.sources import expand
 from ramplab.results.digest import iter_records, step_shape
 from ramplab.results.steps import group_measured
 from ramplab.results.summary import RunSummary
+from ramplab.runs.rundir import RunDir
 from ramplab.study.chunking.model import StreamRows
 
 __all__ = ["RunSettings", "collect"]
@@ -62,7 +63,7 @@ def collect(directory: Path, notes: list[str]) -> tuple[StreamRows, list[RunSett
     skipped = 0
     for group in expand([directory], notes):
         for run in group.runs:
-            campaign = yaml.safe_load((run.path / "campaign.yaml").read_text(encoding="utf-8"))
+            campaign = yaml.safe_load((RunDir(run.path).campaign).read_text(encoding="utf-8"))
             chunk = _setting(campaign, "workload.chunk_size")
             if not isinstance(chunk, int):
                 notes.append(f"{run.path.name}: no workload.chunk_size, left out")
@@ -80,7 +81,7 @@ def collect(directory: Path, notes: list[str]) -> tuple[StreamRows, list[RunSett
             lateness: list[float] = []
             before = len(rows)
             measured = group_measured(
-                iter_records(run.path / "requests.jsonl"), shape, summary.run_start or 0.0
+                iter_records(RunDir(run.path).requests), shape, summary.run_start or 0.0
             )
             for record in (r for stage in measured for r in stage):
                 counts = record.tokens_per_event

@@ -36,13 +36,12 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
 
-from ramplab.errors import UsageError
+from ramplab.errors import ModelError
 
 __all__ = [
     "FIRST",
     "STREAM",
     "ChunkPrediction",
-    "ModelError",
     "Parameter",
     "StreamRows",
     "TwoPhaseFit",
@@ -164,14 +163,6 @@ def model_row(
             event_name(sleep_ms): events - 1.0,
         }
     return np.array([values.get(name, 0.0) for name in names])
-
-
-class ModelError(UsageError):
-    """The sweep cannot identify the model (too few chunk sizes, no multi-event run): the
-    campaign's ``matrix`` is what to change."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__("matrix", message)
 
 
 def fit_two_phase(rows: StreamRows, confidence: float = 0.95) -> TwoPhaseFit:

@@ -33,6 +33,7 @@ from ramplab.measure.record import RequestRecord
 from ramplab.results.digest import iter_records, step_shape
 from ramplab.results.steps import stage_of
 from ramplab.results.summary import RunSummary
+from ramplab.runs.rundir import RunDir
 
 __all__ = ["PHASES", "ModeCurve", "StepPoint", "read_curve", "server_phases", "stream_rate"]
 
@@ -152,7 +153,7 @@ class ModeCurve:
 def _signing(run_dir: Path) -> tuple[str, int]:
     """The run's ``target.settings.signing`` mode and work factor; the target's defaults
     (``locked``, 1: ``configs/app.toml``) when the campaign leaves them out."""
-    path = run_dir / "campaign.yaml"
+    path = RunDir(run_dir).campaign
     data: Any = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
     signing: Any = data
     for key in ("target", "settings", "signing"):
@@ -177,7 +178,7 @@ def read_curve(group: Group) -> ModeCurve:
             point.achieved_qps.append(step.achieved_qps)
             keys.append(point)
         start = summary.run_start or 0.0
-        path = run.path / "requests.jsonl"
+        path = RunDir(run.path).requests
         for record in iter_records(path) if path.is_file() else ():
             stage = stage_of(record, shape, start)
             if stage is not None and stage.in_measured(record.intended_start - start):

@@ -34,6 +34,7 @@ from ramplab.experiment.study_result import StudyResult, StudyTable
 from ramplab.results.breakdown import GROUP_LABELS, Group, PhaseBreakdown, group_breakdown
 from ramplab.results.digest import PHASE_COLUMNS, Floats, read_digest
 from ramplab.runs.rebuild import load_summary
+from ramplab.runs.rundir import RunDir
 
 if TYPE_CHECKING:
     from ramplab.runs.manifest import Manifest
@@ -140,7 +141,9 @@ def _fit(parts: dict[str, float], window: float) -> tuple[dict[str, float], floa
 
 def variant_phases(runs: list[Path]) -> Floats:
     """Every successful request's phase row over ``runs`` (rows as ``digest.PHASE_COLUMNS``)."""
-    arrays = [read_digest(path, load_summary(path)).pooled("phases") for path in runs]
+    arrays = [
+        read_digest(RunDir(path).requests, load_summary(path)).pooled("phases") for path in runs
+    ]
     return np.vstack(arrays) if arrays else np.empty((0, len(PHASE_COLUMNS)))
 
 

@@ -30,6 +30,7 @@ from ramplab.campaign.schema import Campaign, load_campaign
 from ramplab.errors import UsageError
 from ramplab.experiment.sources import expand
 from ramplab.experiment.study_result import StudyResult, StudyTable
+from ramplab.runs.rundir import RunDir
 from ramplab.workload.prompt_file import read_prompts
 from ramplab.workload.prompts import normalise_rules
 from ramplab.workload.redundancy import apply_rules
@@ -86,7 +87,7 @@ class VariantFigures:
 
 
 def _records(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "requests.jsonl"
+    path = RunDir(run_dir).requests
     if not path.is_file():
         return []
     with path.open(encoding="utf-8") as handle:
@@ -118,7 +119,7 @@ def _analyser_mean(campaign: Campaign, tokenizer: str, rules: list[str]) -> floa
 
 def figures(variant: str, runs: list[Path]) -> VariantFigures:
     """One variant's figures from its run directories (each holds its own ``campaign.yaml``)."""
-    campaign = load_campaign(runs[0] / "campaign.yaml")
+    campaign = load_campaign(RunDir(runs[0]).campaign)
     tokenizer, per_token = _target_latency(campaign)
     rules = normalise_rules(campaign.workload.normalise, "workload.normalise")
     records = [r for run in runs for r in _records(run)]

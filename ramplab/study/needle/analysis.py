@@ -34,6 +34,7 @@ from ramplab.experiment.study_result import StudyResult, StudyTable
 from ramplab.results.digest import iter_records, step_shape
 from ramplab.results.steps import group_measured
 from ramplab.results.summary import RunSummary
+from ramplab.runs.rundir import RunDir
 from ramplab.study.needle.model import (
     Cell,
     Fit,
@@ -77,7 +78,7 @@ def _rows(run_dir: Path, summary: RunSummary) -> tuple[list[Row], int]:
     if shape is None:
         return [], 0
     measured = group_measured(
-        iter_records(run_dir / "requests.jsonl"), shape, summary.run_start or 0.0
+        iter_records(RunDir(run_dir).requests), shape, summary.run_start or 0.0
     )
     rows: list[Row] = []
     skipped = 0
@@ -114,7 +115,7 @@ def collect(directory: Path, notes: list[str]) -> list[Variant]:
         campaign: Any = {}
         skipped = 0
         for run in group.runs:
-            campaign = yaml.safe_load((run.path / "campaign.yaml").read_text(encoding="utf-8"))
+            campaign = yaml.safe_load((RunDir(run.path).campaign).read_text(encoding="utf-8"))
             found, left = _rows(run.path, RunSummary.from_json(run.summary))
             rows += found
             skipped += left

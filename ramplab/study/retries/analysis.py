@@ -21,6 +21,7 @@ import yaml
 
 from ramplab.experiment.sources import expand
 from ramplab.experiment.study_result import StudyResult, StudyTable
+from ramplab.runs.rundir import RunDir
 from ramplab.study.retries.cells import (
     Cell,
     Inputs,
@@ -73,7 +74,7 @@ def _cell(name: str, runs: list[tuple[Path, dict[str, Any]]], notes: list[str]) 
     models: dict[str, list[float | None]] = defaultdict(list)
     cell: Cell | None = None
     for path, summary in runs:
-        campaign = yaml.safe_load((path / "campaign.yaml").read_text(encoding="utf-8")) or {}
+        campaign = yaml.safe_load((RunDir(path).campaign).read_text(encoding="utf-8")) or {}
         if not summary.get("requests"):
             notes.append(f"{name}: {path.name} has no request in its measured window")
             continue

@@ -23,6 +23,7 @@ import numpy as np
 
 from ramplab.results.digest import iter_records
 from ramplab.retry.config import RetryConfig, parse_retry
+from ramplab.runs.rundir import RunDir
 from ramplab.study.retries import model
 from ramplab.study.retries.replay import Faults, Replay, even_arrivals, recovery_s, replay
 
@@ -93,7 +94,7 @@ def measure_run(run_dir: Path, summary: Mapping[str, Any]) -> Inputs:
     retries = [0, 0]
     caught_last: list[float] = []
     arrivals: list[float] = []
-    for r in iter_records(run_dir / "requests.jsonl"):
+    for r in iter_records(RunDir(run_dir).requests):
         arrivals.append(r.intended_start - start)
         for a in r.attempt_log:
             bucket = first if a.attempt == 1 else retries

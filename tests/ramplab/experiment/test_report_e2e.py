@@ -24,7 +24,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from tests.ramplab.results.test_charts import KEYS
+from tests.ramplab.report.test_charts import KEYS
 from tests.support.browser import CHROMIUM, NO_CHROMIUM, console_errors, render
 from tests.support.cli import ramplab
 

@@ -233,6 +233,7 @@ def test_resplit_mid_run_keeps_the_global_partition() -> None:
     assert max(sched.offsets[taken["a"]]) > 3.5  # the old workers carry on after the change
 
 
+@pytest.mark.timing  # asserts on measured time: run alone, after the rest
 def test_real_gevent_pacer_2000_arrivals_at_200_per_s() -> None:
     n, rate = 2000, 200.0
     offsets = ConstantArrivals().offsets(rate, n / rate, np.random.default_rng(0))

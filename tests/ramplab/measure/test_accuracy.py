@@ -22,6 +22,9 @@ from ramplab.measure.client import ClientOptions, make_client
 from ramplab.measure.record import RequestRecord
 from tests.support.processes import TargetProcess
 
+# Asserts on measured time: `make test` runs it alone, after the parallel phase.
+pytestmark = pytest.mark.timing
+
 PREFILL_MS = 40.0
 ITL_MS = 10.0
 TOKENS = 24

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,32 @@ def test_locust_run_against_a_plain_openai_server(
         assert record["output_tokens_source"] == "tokenizer"
         assert record["tokens_per_event"] == [2, 3, 2]
         assert record["server_timing_ms"] == {}
+
+
+def _logged_at(stderr: str, text: str) -> datetime:
+    line = next(line for line in stderr.splitlines() if text in line)
+    return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f")
+
+
+@pytest.mark.slow
+def test_run_time_counts_from_the_start_not_from_the_imports(
+    plain: tuple[PlainServer, TinyServer], tmp_path: Path
+) -> None:
+    # Regression: Locust arms -t with gevent.spawn_later, counted from the event loop's cached
+    # "now" of before the imports; on a busy machine `-t 3s` ended 0.5-2.9 s after it started,
+    # often before the first request. A lower bound only: load can make a run later, not earlier.
+    handler, srv = plain
+    done = subprocess.run(
+        [sys.executable, "-m", "locust", "-f", "locustfiles/llm_stream.py", "--host", srv.url,
+         "--headless", "-u", "1", "-r", "1", "-t", "2s", "--max-tokens", "16",
+         "--results-dir", str(tmp_path / "timed"), "--only-summary"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    armed = _logged_at(done.stderr, "Run time limit set to 2 seconds")
+    ended = _logged_at(done.stderr, "--run-time limit reached")
+    assert (ended - armed).total_seconds() >= 1.95, done.stderr[-3000:]
+    assert handler.bodies
 
 
 def test_extensions_are_sent_only_when_asked(plain: tuple[PlainServer, TinyServer]) -> None:

@@ -68,6 +68,7 @@ def measure(target: TargetProcess, chunk_size: int, n: int = 6) -> list[RequestR
     return records
 
 
+@pytest.mark.timing  # asserts on measured time: run alone, after the rest
 def test_first_answer_follows_first_output_by_the_reasoning_time(target: TargetProcess) -> None:
     records = measure(target, chunk_size=1)
     for r in records:

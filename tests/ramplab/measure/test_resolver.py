@@ -13,9 +13,9 @@ import socket
 import httpx
 import pytest
 
-from ramplab.errors import UsageError
+from ramplab.errors import ResolveError, UsageError
 from ramplab.measure.client import ClientOptions, PhaseTrace, make_client
-from ramplab.measure.resolver import DnsResolver, ResolveError
+from ramplab.measure.resolver import DnsResolver
 from ramplab.options.kinds import parse_address
 from ramplab.stack.dns import SlowDns
 from ramplab.stack.process import free_port

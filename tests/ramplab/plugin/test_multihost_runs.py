@@ -113,6 +113,7 @@ def _worker_id(summary: dict[str, Any], log: str) -> str:
     return known[0]
 
 
+@pytest.mark.timing  # asserts on measured time: run alone, after the rest
 def test_two_workers_on_other_hosts_keep_the_schedule_merge_exactly_and_report_clocks(
     run: dict[str, Any],
 ) -> None:

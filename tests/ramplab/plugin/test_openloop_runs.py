@@ -204,6 +204,7 @@ def test_closed_loop_steps(target: TargetProcess, tmp_path: Path) -> None:
         assert peak == users
 
 
+@pytest.mark.timing  # asserts on measured time: run alone, after the rest
 def test_no_drift_over_a_long_stage(target: TargetProcess, tmp_path: Path) -> None:
     """Sends stay on the schedule to the end of a 20 s stage (absolute due times).
 

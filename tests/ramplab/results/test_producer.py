@@ -26,8 +26,8 @@ from ramplab.results.producer import (
 )
 from ramplab.results.slo import RequestSlo, parse_gates
 from ramplab.results.summary import Percentiles, RunSummary, WorkerCounts
-from ramplab.results.writer import ResultsWriter
 from ramplab.runs.rebuild import rebuild_summary
+from ramplab.runs.rundir import RunDir
 
 T0 = 1_700_000_000.0
 
@@ -262,7 +262,7 @@ slo: {ttft_ms: 250}
 
 def test_a_rebuilt_summary_equals_the_masters_for_the_same_records(tmp_path: Path) -> None:
     campaign = parse_campaign(yaml.safe_load(CAMPAIGN))
-    writer = ResultsWriter(tmp_path)
+    writer = RunDir(tmp_path).open_writer()
     for r in records():
         writer.write(r)
     writer.close()
@@ -294,7 +294,7 @@ def test_a_rebuilt_summary_equals_the_masters_for_the_same_records(tmp_path: Pat
 
 
 def test_interrupted_rebuild_covers_what_ran(tmp_path: Path) -> None:
-    writer = ResultsWriter(tmp_path)
+    writer = RunDir(tmp_path).open_writer()
     for r in records():
         writer.write(r)
     writer.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ramplab.results.test_charts import KEYS
+from tests.ramplab.report.test_charts import KEYS
 from tests.support.browser import CHROMIUM, NO_CHROMIUM, console_errors, render
 from tests.support.cli import ramplab
 

@@ -24,8 +24,8 @@ from ramplab.results.selfcheck import (
 )
 from ramplab.results.slo import parse_gates
 from ramplab.results.summary import RunSummary, WorkerHealth
-from ramplab.results.writer import ResultsWriter
 from ramplab.runs.rebuild import rebuild_summary
+from ramplab.runs.rundir import RunDir
 from tests.ramplab.results.handmade import T0, full, rec
 from tests.ramplab.results.test_producer import CAMPAIGN
 from tests.ramplab.results.test_producer import T0 as T0_PRODUCER
@@ -181,7 +181,7 @@ def test_a_ramp_without_self_check_reports_null() -> None:
 def test_the_report_warns_and_marks_the_bound_step_on_per_step_charts(tmp_path: Path) -> None:
     records = full(2, 0) + full(8, 1)
     s = summary((0.3, 0.97), ("error_ratio <= 0.01",))
-    writer = ResultsWriter(tmp_path)
+    writer = RunDir(tmp_path).open_writer()
     for r in records:
         writer.write(r)
     writer.close()
@@ -204,12 +204,12 @@ def test_a_healthy_report_has_no_warning_nor_marker(tmp_path: Path) -> None:
     s = summary((0.3, 0.5))
     digest = digest_records(iter(records), s)
     assert all(not c.figure.layout.shapes for c in run_charts([LabelledRun("a", s, digest)]))
-    ResultsWriter(tmp_path).close()
+    RunDir(tmp_path).open_writer().close()
     assert "WARNING" not in write_report(tmp_path, s).read_text(encoding="utf-8")
 
 
 def test_a_rebuilt_summary_keeps_the_self_check_from_progress_json(tmp_path: Path) -> None:
-    writer = ResultsWriter(tmp_path)
+    writer = RunDir(tmp_path).open_writer()
     for r in producer_records():
         writer.write(r)
     writer.close()

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from ramplab.campaign.preflight import check_campaign
-from ramplab.campaign.schema import CampaignError, load_campaign, parse_campaign
+from ramplab.campaign.schema import load_campaign, parse_campaign
 from ramplab.campaign.variants import load_experiment
-from ramplab.errors import UsageError
+from ramplab.errors import CampaignError, UsageError
 from ramplab.load.shapes import parse_shape
 from ramplab.load.trace import trace_spec
 from ramplab.runs.naming import keep_trace

@@ -8,7 +8,7 @@ from ramplab.errors import UsageError
 from ramplab.options.settings import UserSettings
 from ramplab.plugin.context import UserContext
 from ramplab.workload.tokenizers import ApproxTokenizer, load_tokenizer
-from tests.ramplab.prompts.conftest import MINILM
+from tests.ramplab.workload.conftest import MINILM
 
 TEXT = "Tokens are what prefill pays for — 中文也一样。"
 

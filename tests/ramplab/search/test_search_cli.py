@@ -64,6 +64,7 @@ def capacity_qps(data: dict[str, object]) -> float:
     return float(seqs / service_s)
 
 
+@pytest.mark.timing  # asserts on measured time: run alone, after the rest
 @pytest.mark.slow
 def test_search_finds_the_targets_capacity(tmp_path: Path) -> None:
     # The shipped example, searched from closer by: from 8 QPS, doubling, it probes 8, 16, 32, 24,

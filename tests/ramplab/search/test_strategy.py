@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from ramplab.campaign.schema import CampaignError, parse_campaign
+from ramplab.campaign.schema import parse_campaign
 from ramplab.campaign.search import SearchSpec
-from ramplab.errors import UsageError
+from ramplab.errors import CampaignError, UsageError
 from ramplab.load.shapes import parse_shape
 from ramplab.search.strategy import Outcome, answer, bracket, next_rate
 

@@ -12,7 +12,7 @@ import pytest
 
 from ramplab.errors import UsageError
 from ramplab.workload.tokenizers import Tokenizer, load_tokenizer, load_tokenizers
-from tests.ramplab.prompts.conftest import MINILM
+from tests.ramplab.workload.conftest import MINILM
 from tests.support.processes import REPO
 
 INSTRUCTION = "【指令】请回答以下问题。"

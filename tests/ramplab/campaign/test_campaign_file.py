@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ramplab.campaign.schema import CampaignError, load_campaign
+from ramplab.campaign.schema import load_campaign
+from ramplab.errors import CampaignError
 from tests.support.cli import ramplab
 
 

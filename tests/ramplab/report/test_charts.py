@@ -13,7 +13,7 @@ from ramplab.report.html import html_page
 from ramplab.report.run import write_report
 from ramplab.results.breakdown import group_breakdown
 from ramplab.results.digest import digest_records, read_digest
-from ramplab.results.writer import ResultsWriter
+from ramplab.runs.rundir import RunDir
 from tests.ramplab.results.handmade import PHASES, SERVER, Run, failed, full, rec, steady
 
 KEYS = ["throughput", "ttft", "itl", "tpot", "ttlt", "stream_rate", "errors", "retries",
@@ -39,15 +39,15 @@ def test_the_digest_reads_requests_jsonl_as_a_stream_and_skips_a_torn_line(
     tmp_path: Path,
 ) -> None:
     run = steady((2,))
-    writer = ResultsWriter(tmp_path)
+    writer = RunDir(tmp_path).open_writer()
     for r in run.records:
         writer.write(r)
     writer.close()
     with (tmp_path / "requests.jsonl").open("ab") as handle:
         handle.write(orjson.dumps(rec(0, 3, 20).to_dict())[:40])  # a crash mid-line
-    digest = read_digest(tmp_path, run.summary())
+    digest = read_digest(tmp_path / "requests.jsonl", run.summary())
     assert digest.records == 20
-    assert read_digest(tmp_path / "missing", run.summary()).records == 0
+    assert read_digest(tmp_path / "missing" / "requests.jsonl", run.summary()).records == 0
 
 
 def test_retries_and_retry_after_answers_are_counted_by_status() -> None:
@@ -153,7 +153,7 @@ def test_a_page_inlines_plotly_once_and_fetches_nothing(tmp_path: Path) -> None:
 def test_write_report_writes_all_three_files_and_is_reproducible(tmp_path: Path) -> None:
     run = steady((2, 8))
     summary = run.summary()
-    writer = ResultsWriter(tmp_path)
+    writer = RunDir(tmp_path).open_writer()
     for r in run.records:
         writer.write(r)
     writer.close()

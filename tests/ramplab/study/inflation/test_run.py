@@ -23,7 +23,7 @@ import yaml
 from ramplab.workload.prompt_file import read_prompts
 from ramplab.workload.redundancy import RULE_NAMES, apply_rules
 from ramplab.workload.tokenizers import load_tokenizer
-from tests.ramplab.prompts.conftest import SAMPLE
+from tests.ramplab.workload.conftest import SAMPLE
 from tests.support.cli import ramplab, records, run_meta
 from tests.support.processes import REPO
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ramplab.workload.prompt_file import read_prompts
-from tests.ramplab.prompts.conftest import MINILM, SAMPLE
+from tests.ramplab.workload.conftest import MINILM, SAMPLE
 from tests.support.cli import ramplab
 
 

@@ -10,7 +10,7 @@ from ramplab.options.workload import load_file_prompts
 from ramplab.workload.prompt_file import read_prompts
 from ramplab.workload.prompts import normalise_rules, normalised
 from ramplab.workload.redundancy import RULE_NAMES, apply_rules
-from tests.ramplab.prompts.conftest import SAMPLE
+from tests.ramplab.workload.conftest import SAMPLE
 
 
 @pytest.mark.parametrize(

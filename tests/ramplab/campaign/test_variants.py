@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ramplab.campaign.schema import CampaignError, load_campaign
+from ramplab.campaign.schema import load_campaign
 from ramplab.campaign.variants import load_experiment, parse_experiment
+from ramplab.errors import CampaignError
 from ramplab.experiment.order import plan_runs
 
 BASE: dict[str, Any] = {

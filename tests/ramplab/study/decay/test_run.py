@@ -30,7 +30,7 @@ import pytest
 from tests.support.cli import ramplab
 
 # One worker for the module: its tests share one run (tests/conftest.py).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("decay-run")]
+pytestmark = [pytest.mark.timing, pytest.mark.slow, pytest.mark.xdist_group("decay-run")]
 
 CAMPAIGN = """\
 name: decay

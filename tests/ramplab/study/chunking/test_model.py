@@ -13,7 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from ramplab.study.chunking.model import ModelError, StreamRows, fit_two_phase
+from ramplab.errors import ModelError
+from ramplab.study.chunking.model import StreamRows, fit_two_phase
 from ramplab.study.chunking.optimum import optimum
 
 TRUE = {"t0_ms": 15.0, "itl_ms": 5.0, "startup_ms": 0.6, "tail_ms": 0.4}
