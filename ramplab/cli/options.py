@@ -1,9 +1,10 @@
-"""Arguments and options more than one verb takes, declared once (``Annotated`` aliases).
+"""Arguments and options more than one verb takes, declared in one place (``Annotated`` aliases).
 
-``run`` and ``search`` take the same six stack options. Each is declared here once — its type,
-its limits, its default shown or not — by a private factory; where the two verbs' help says
-different things (a run directory or a search directory; a local target started for one run, or
-once and kept up across probes) the two aliases give the factory their own help text.
+``run`` and ``search`` take the same six stack options, declared here side by side with one type
+and the same limits each (``_workers``: 1 to 64; ``_unshown``: a ``None`` default not shown).
+Five of them keep a help text per verb, because the verbs differ there — a run directory or a
+search directory, a local target started for one run or kept up across probes — so each of
+those has a ``Run…`` and a ``Search…`` alias; ``Locustfile`` is one for both.
 """
 
 from __future__ import annotations
