@@ -26,9 +26,10 @@ dotted field name on its own) so a CLI can print it without a traceback.
 Every class is defined here, so that a caller can catch a family without importing the layer
 that raises it.
 
-Control-flow signals are not errors and stay outside the tree: they are private to the module
-that raises and catches them (``ramplab.stack.run``'s interruption, ``ramplab.measure.attempt``'s
-stream failure, which ends up as a record's ``error_kind``).
+Control-flow signals are not errors and stay outside the tree: either private to the module that
+raises and catches them (``ramplab.measure.attempt``'s stream failure, which ends up as a record's
+``error_kind``), or, like ``KeyboardInterrupt``, a ``BaseException`` that no ``except Exception``
+may swallow (``ramplab.runs.signals.Interrupted``: Ctrl-C during a run or a search).
 """
 
 from __future__ import annotations

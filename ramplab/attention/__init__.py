@@ -8,7 +8,8 @@ from that token.
 - ``model``: a local Hugging Face model directory loaded offline (the packaged MiniLM by default);
 - ``probe``: the token sequences — filler, needle at each depth, question — and the answer token;
 - ``relevance``: the relevance vector from a model's attentions, and its summary by distance;
-- ``render``: the tables, the JSON document and the plotly chart.
+- ``render``: the tables, the JSON document and the plotly chart;
+- ``run``: one run of them, as ``ramplab attention`` makes it (checked, measured, written).
 
 ``torch`` and ``transformers`` live in the optional extra ``ramplab[attention]`` and are imported
 only by ``model`` and ``relevance``, inside functions: ``import ramplab.attention`` stays light.

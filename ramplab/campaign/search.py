@@ -6,9 +6,10 @@ the schema a campaign file is validated against.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ramplab.errors import UsageError
 from ramplab.load.shapes import parse_duration
@@ -86,6 +87,19 @@ class SearchSpec(BaseModel):
                 f"{self.max_hold!r} is shorter than windows × window "
                 f"({self.windows} × {self.seconds('window'):g} s)",
             )
+
+    def with_flags(self, given: Mapping[str, float | None]) -> SearchSpec:
+        """This spec with the values given on the command line (``None``: not given) in place of
+        its own, one at a time; a ``UsageError`` names the flag (``--goodput-min``)."""
+        spec = self
+        for name, value in given.items():
+            if value is None:
+                continue
+            try:
+                spec = SearchSpec.model_validate({**spec.model_dump(), name: value})
+            except ValidationError as exc:
+                raise UsageError(f"--{name.replace('_', '-')}", exc.errors()[0]["msg"]) from None
+        return spec
 
     def min_requests(self) -> int:
         """Requests a probe needs so that a perfect one can pass (1 with ``criterion: point``)."""

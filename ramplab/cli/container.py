@@ -26,8 +26,8 @@ from rich.console import Console
 
 from ramplab import data
 from ramplab.campaign.schema import Campaign, load_campaign
+from ramplab.cli.errors import user_errors
 from ramplab.errors import UsageError
-from ramplab.exitcodes import ExitCode
 from ramplab.options import schema
 from ramplab.options.kinds import parse_address
 from ramplab.results.slo import parse_gates
@@ -151,11 +151,6 @@ def _checked(environ: MutableMapping[str, str]) -> tuple[ContainerSettings, Path
     return settings, path, campaign
 
 
-def _fail(exc: UsageError) -> typer.Exit:
-    sys.stderr.write(f"ramplab container: error: {exc}\n")
-    return typer.Exit(int(ExitCode.USAGE))
-
-
 container_app = typer.Typer(
     help="Entry points of the compose stack's master and worker containers (RAMPLAB_* variables; "
     "docs/deploy.md).",
@@ -167,7 +162,7 @@ container_app = typer.Typer(
 def master() -> None:
     """Run RAMPLAB_CAMPAIGN against RAMPLAB_TARGET_URL with RAMPLAB_WORKERS workers connecting
     to RAMPLAB_MASTER_BIND; a new run directory under RAMPLAB_RESULTS; the run's exit code."""
-    try:
+    with user_errors("ramplab container"):
         settings, path, campaign = _checked(os.environ)
         gates = parse_gates([g for g in settings.gates.split(";") if g.strip()], field="gates")
         host, port = parse_address(settings.master_bind, f"{PREFIX}MASTER_BIND")
@@ -185,8 +180,6 @@ def master() -> None:
             web_port=settings.web_port or None,
         )
         code = execute(request, Console(width=160))
-    except UsageError as exc:
-        raise _fail(exc) from None
     raise typer.Exit(int(code))
 
 
@@ -204,10 +197,8 @@ def worker_argv(
 def worker(ctx: typer.Context) -> None:
     """``locust --worker`` for RAMPLAB_CAMPAIGN, connecting to RAMPLAB_MASTER_HOST:PORT
     (extra arguments go to Locust)."""
-    try:
+    with user_errors("ramplab container"):
         settings, _, campaign = _checked(os.environ)
-    except UsageError as exc:
-        raise _fail(exc) from None
     argv, env = worker_argv(settings, campaign, list(ctx.args))
     sys.stdout.flush()
     # exec: Locust becomes the container's process, gets its signals and sets its exit code.

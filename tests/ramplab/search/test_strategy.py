@@ -133,3 +133,14 @@ def test_without_search_a_shape_is_still_required() -> None:
     with pytest.raises(CampaignError) as caught:
         parse_campaign({"name": "s"})
     assert caught.value.field == "shape"
+
+
+def test_flags_replace_the_campaigns_values_and_none_keeps_them() -> None:
+    spec = SearchSpec(start_qps=4, max_qps=64).with_flags({"max_qps": 128.0, "start_qps": None})
+    assert (spec.start_qps, spec.max_qps) == (4, 128.0)
+
+
+def test_a_bad_flag_value_names_the_flag() -> None:
+    with pytest.raises(UsageError) as caught:
+        SearchSpec().with_flags({"goodput_min": 120.0})
+    assert caught.value.field == "--goodput-min"

@@ -1,0 +1,186 @@
+"""``ramplab run``, ``validate`` and ``campaigns``: a campaign run, checked, or listed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+from rich.table import Table
+
+from ramplab import data
+from ramplab.campaign import preflight
+from ramplab.campaign.schema import load_campaign
+from ramplab.campaign.variants import Experiment, load_experiment
+from ramplab.cli.console import console
+from ramplab.cli.errors import user_errors
+from ramplab.cli.options import (
+    CampaignArg,
+    Locustfile,
+    RunName,
+    RunRedisUrl,
+    RunResultsDir,
+    RunTarget,
+    RunWorkers,
+    check_target,
+)
+from ramplab.errors import UsageError
+from ramplab.experiment.order import plan_runs
+from ramplab.experiment.runner import run_experiment
+from ramplab.results.slo import parse_gates
+from ramplab.search.strategy import describe
+from ramplab.stack.run import DEFAULT_LOCUSTFILE, RunRequest, execute
+from ramplab.study.registry import analyse
+
+__all__ = ["campaigns", "run", "validate"]
+
+
+def campaigns() -> None:
+    """List the campaigns shipped with ramplab (usable by name from any directory)."""
+    table = Table(title_justify="left")
+    for column in ("name", "description", "file"):
+        table.add_column(column)
+    for path in data.campaigns():
+        try:
+            text = load_campaign(path).description or ""
+        except UsageError:  # an experiment's file: its description is read without checks
+            text = str(
+                (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("description", "")
+            )
+        table.add_row(path.stem, " ".join(text.split()), str(path))
+    console.print(table)
+
+
+def run(
+    campaign: CampaignArg,
+    target: RunTarget = None,
+    workers: RunWorkers = None,
+    results_dir: RunResultsDir = Path("results"),
+    run_name: RunName = None,
+    web_ui: Annotated[
+        bool, typer.Option("--web-ui", help="Serve Locust's web UI on 127.0.0.1 during the run.")
+    ] = False,
+    gate: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Extra SLO gate, e.g. 'ttft_ms.p99 < 800' (repeatable); a miss exits 3.",
+            show_default=False,
+        ),
+    ] = None,
+    redis_url: RunRedisUrl = None,
+    locustfile: Locustfile = None,
+    metrics: Annotated[
+        bool,
+        typer.Option(
+            "--metrics",
+            help="Each worker serves /metrics on its own free port, the master its run gauges; "
+            "labels run=<run dir name>, scenario=<campaign name>; URLs printed and in run.json.",
+        ),
+    ] = False,
+    prometheus: Annotated[
+        bool,
+        typer.Option(
+            "--prometheus",
+            help="--metrics, plus a local Prometheus (the `prometheus` binary) scraping the "
+            "target, the master and every worker, with the shipped rules; data in the run dir.",
+        ),
+    ] = False,
+    linger: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="After the ramp, keep Prometheus, the target and the exporters up this many "
+            "seconds to look at (Ctrl-C ends it early; the run's exit code stands).",
+        ),
+    ] = 0.0,
+) -> None:
+    """Run a campaign: start the stack, ramp, print the per-step table, apply the gates.
+
+    A campaign with variants (matrix/variants/repeat) is an experiment: every run under one
+    directory, interleaved, then the comparison."""
+    with user_errors():
+        if target is not None:
+            check_target(target)
+        gates = parse_gates(gate or [], field="--gate")
+        experiment = load_experiment(campaign, check_target=target is None)
+        parsed = experiment.variants[0].campaign if experiment else load_campaign(campaign)
+        request = RunRequest(
+            campaign=parsed,
+            campaign_path=campaign,
+            campaign_text=campaign.read_text(encoding="utf-8"),
+            results_dir=results_dir,
+            run_name=None if experiment else run_name,
+            target_url=target,
+            workers=workers,
+            web_ui=web_ui,
+            gates=gates,
+            redis_url=redis_url,
+            locustfile=locustfile or DEFAULT_LOCUSTFILE,
+            argv=["ramplab", *sys.argv[1:]],
+            metrics=metrics or prometheus,
+            prometheus=prometheus,
+            linger_s=linger,
+        )
+        if experiment is not None:
+            code = run_experiment(experiment, request, console, analyse, run_name)
+        else:
+            code = execute(request, console)
+    raise typer.Exit(int(code))
+
+
+def validate(campaign: CampaignArg) -> None:
+    """Check a campaign file without running it; prints its stages (and an experiment's
+    variants and run order)."""
+    with user_errors():
+        experiment = load_experiment(campaign)
+        if experiment is not None:
+            _print_experiment(experiment)
+            return
+        parsed = load_campaign(campaign)
+        if parsed.search is not None and parsed.shape is None and parsed.steps is None:
+            preflight.check_campaign(
+                parsed.model_copy(update={"shape": parsed.search.shape_text(1.0)})
+            )
+            preflight.target_check(parsed)
+            console.print(f"{campaign}: ok — {parsed.name}, {describe(parsed.search)}")
+            return
+        preflight.check_campaign(parsed)
+        preflight.target_check(parsed)
+    shape = parsed.load_shape
+    # A closed loop holds a number of users (each sends its next request when the last ends):
+    # a stage's "rate" is its concurrency and there is no arrival count to announce.
+    closed = parsed.mode == "closed"
+    load = f"up to {max(st.rate for st in shape.stages):g} users" if closed else (
+        f"~{shape.expected_arrivals:.0f} arrivals")  # fmt: skip
+    console.print(
+        f"{campaign}: ok — {parsed.name}, {parsed.mode} loop, {len(shape.stages)} stages, "
+        f"{shape.duration_s:g} s, {load}"
+    )
+    unit = "users" if closed else "QPS"
+    for st in shape.stages:
+        console.print(f"  step {st.index}: {st.rate:g} {unit} for {st.duration_s:g} s "
+                      f"(warm-up {st.warmup_s:g} s)", highlight=False)  # fmt: skip
+
+
+def _print_experiment(experiment: Experiment) -> None:
+    plan = plan_runs(experiment)
+    each = sum(v.campaign.load_shape.duration_s for v in experiment.variants) * experiment.repeat
+    console.print(
+        f"ok — experiment {experiment.name}: {len(experiment.variants)} variants × repeat "
+        f"{experiment.repeat} = {len(plan)} runs (~{each:g} s of load, plus each run's start "
+        f"and drain), order {experiment.order}, baseline {experiment.baseline}",
+        highlight=False,
+    )
+    table = Table(title="variants", title_justify="left")
+    for column in ("variant", "overrides", "stages", "duration"):
+        table.add_column(column)
+    for v in experiment.variants:
+        overrides = ", ".join(f"{o.path}={o.value!r}" for o in v.overrides) or "-"
+        vshape = v.campaign.load_shape
+        table.add_row(v.name, overrides, str(len(vshape.stages)), f"{vshape.duration_s:g} s")
+    console.print(table)
+    console.print("run order: " + ", ".join(p.dir for p in plan), highlight=False)
+    for text in experiment.fail_if:
+        console.print(f"fail_if: {text}", highlight=False)
