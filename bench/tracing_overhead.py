@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from bench.servers import UNPACED, target
 from ramplab.measure.chain import Endpoint, RequestChain
-from ramplab.measure.tracing import AttemptTracer
+from ramplab.measure.otel import AttemptTracer
 from ramplab.options.settings import UserSettings
 from ramplab.plugin.context import UserContext
 

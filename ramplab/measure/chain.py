@@ -16,13 +16,13 @@ from ramplab.errors import AuthError
 from ramplab.measure.attempt import AttemptResult, run_attempt, verify_attempt
 from ramplab.measure.client import MeasuredClient
 from ramplab.measure.integrity import Verifier
-from ramplab.measure.phases import note_phases
+from ramplab.measure.reasoning import note_phases
 from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.retry.base import AttemptOutcome, NoRetry, RetryPolicy
 from ramplab.workload.tokenizers import ApproxTokenizer, Tokenizer
 
 if TYPE_CHECKING:  # OpenTelemetry is loaded only when tracing is on (tracing.py)
-    from ramplab.measure.tracing import AttemptTracer
+    from ramplab.measure.otel import AttemptTracer
 
 Clock = Callable[[], float]
 

@@ -221,7 +221,7 @@ OPTIONS: tuple[Option, ...] = (
             campaign="workload.verify_text"),
     _stream("--jwks-path", kinds.URL_PATH, "/.well-known/jwks.json",
             "path of the JWKS to verify with", campaign="workload.jwks_path"),
-    # Traces (ramplab/measure/tracing.py): off unless an endpoint is given.
+    # Traces (ramplab/measure/otel.py): off unless an endpoint is given.
     _stream("--otlp-endpoint", kinds.HTTP_URL, None,
             "send a CLIENT span per attempt over OTLP/HTTP to this base URL (…/v1/traces) and "
             "a W3C traceparent with it; needs the `tracing` extra",

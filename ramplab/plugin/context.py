@@ -33,7 +33,7 @@ from ramplab.workload.source import Workload
 from ramplab.workload.tokenizers import ApproxTokenizer, Tokenizer, load_tokenizer
 
 if TYPE_CHECKING:  # OpenTelemetry is loaded only when tracing is on
-    from ramplab.measure.tracing import AttemptTracer
+    from ramplab.measure.otel import AttemptTracer
 
 Sink = Callable[[RequestRecord], None]
 
@@ -69,7 +69,7 @@ def _tracer(settings: UserSettings, worker: str) -> AttemptTracer | None:
     if settings.otlp_endpoint is None:
         return None
     try:
-        from ramplab.measure.tracing import AttemptTracer
+        from ramplab.measure.otel import AttemptTracer
     except ImportError as exc:
         raise UsageError(
             "--otlp-endpoint", f"needs OpenTelemetry: pip install 'ramplab[tracing]' ({exc})"

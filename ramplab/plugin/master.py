@@ -27,7 +27,7 @@ from ramplab.load.plan import PLAN_MESSAGE, Plan
 from ramplab.load.shapes import Shape
 from ramplab.load.sizing import DEFAULT_MAX_LOSS, STALL_S, UserSizer
 from ramplab.options.run import RunOptions
-from ramplab.plugin.clock import ClockProbe
+from ramplab.plugin.clock_sync import ClockProbe
 from ramplab.results.producer import (
     EngineCounts,
     OutageFacts,

@@ -64,7 +64,7 @@ from ramplab.load.plan import PLAN_MESSAGE, PROGRESS_MESSAGE, Plan
 from ramplab.measure.sockets import PollFactory
 from ramplab.options import RunOptions
 from ramplab.plugin import progress
-from ramplab.plugin.clock import ClockProbe, answer_pings
+from ramplab.plugin.clock_sync import ClockProbe, answer_pings
 from ramplab.plugin.connect import ConnectWatch
 from ramplab.plugin.context import Sink, UserContext
 from ramplab.plugin.default_args import cache_default_args

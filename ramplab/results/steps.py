@@ -34,8 +34,8 @@ from numpy.typing import ArrayLike
 
 from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import RequestRecord
+from ramplab.results.server_figures import workload_figures
 from ramplab.results.summary import Percentiles
-from ramplab.results.workload import workload_figures
 
 LATENCIES = ("ttft_ms", "ttft_send_ms", "tpot_ms", "ttlt_ms")
 

@@ -10,7 +10,7 @@
     ├── outage: OutageSummary   with --ramplab-outage
     ├── sessions: SessionsSummary   multi-turn sessions (--session-turns > 1)
     │   └── turns: TurnStats        TTFT and prompt length by turn
-    ├── clocks: ClockOffset     per worker of a distributed run (``ramplab/plugin/clock.py``)
+    ├── clocks: ClockOffset     per worker of a distributed run (``ramplab/plugin/clock_sync.py``)
     └── gates: GateVerdict      every gate of the run, evaluated once by the producer
 
 ``Figures`` holds what a step and the whole run share (counts, rates, ratios, latencies), so a

@@ -21,7 +21,7 @@ import pytest
 from ramplab.measure.chain import Endpoint, RequestChain
 from ramplab.measure.client import ClientOptions, make_client
 from ramplab.measure.integrity import Verifier
-from ramplab.measure.phases import phase_itls
+from ramplab.measure.reasoning import phase_itls
 from ramplab.measure.record import RequestRecord
 from tests.support.processes import TargetProcess
 from tests.support.tiny_server import DONE, ROLE, Action, Reply, TinyServer

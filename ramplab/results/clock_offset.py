@@ -7,7 +7,7 @@ within ``θ ± δ/2`` however the delay splits between the two directions — so
 not a guess. Of several samples the one with the smallest round trip is the estimate (NTP's
 clock filter): queueing in the network or in either event loop only widens a sample, so the
 narrowest is the best. The messages that carry the stamps are the plugin's
-(``ramplab/plugin/clock.py``).
+(``ramplab/plugin/clock_sync.py``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ramplab.measure.phases import phase_itls
+from ramplab.measure.reasoning import phase_itls
 from ramplab.measure.record import RequestRecord
 from ramplab.report.charts import LabelledRun, run_charts
 from ramplab.results.slo import parse_request_slo

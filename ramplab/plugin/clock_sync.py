@@ -5,7 +5,7 @@ own ``time.time()`` (``worker.py``), so a worker whose clock is off by θ runs t
 θ early or late. On one host θ is 0; across hosts it is whatever NTP left, and nothing else in a
 run would show it.
 
-The exchange is the one of NTP (RFC 5905 §8), its arithmetic in ``ramplab.results.clock``: the
+The exchange is the one of NTP (RFC 5905 §8), its arithmetic in ``results.clock_offset``: the
 master stamps ``t0`` and sends a ping to one worker, the worker stamps ``t1`` on receipt and
 ``t2`` as it answers, the master stamps ``t3`` on the answer. Of the last ``KEEP`` samples of a
 worker the one with the smallest round trip is reported.
@@ -28,7 +28,7 @@ from typing import Any
 import gevent
 from locust.runners import STATE_MISSING
 
-from ramplab.results.clock import ClockSample, estimate, surely_off_by
+from ramplab.results.clock_offset import ClockSample, estimate, surely_off_by
 from ramplab.results.summary import ClockOffset
 
 __all__ = ["HELLO", "PING", "PONG", "ClockProbe", "answer_pings"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ramplab.measure.phases import phase_itls
+from ramplab.measure.reasoning import phase_itls
 from ramplab.measure.record import RequestRecord
 from ramplab.results.summary import Percentiles
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ramplab.report.markdown import RunMeta
-from ramplab.results.clock import ClockSample, estimate, surely_off_by
+from ramplab.results.clock_offset import ClockSample, estimate, surely_off_by
 from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.summary import ClockOffset
 
