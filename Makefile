@@ -39,8 +39,8 @@ test: $(STAMP) system-deps
 	@# as root only, where the test runs. Its log: .venv/image.log.
 	@if [ "$$(id -u)" = 0 ]; then \
 	  (bash scripts/docker-engine.sh && bash scripts/image.sh) > $(VENV)/image.log 2>&1 & fi
-	$(BIN)/python -m pytest -m "not timing" $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -m timing -n 0 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/python -m pytest -m "not timing" --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m timing -n 0 --durations=25 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
