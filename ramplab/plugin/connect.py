@@ -54,6 +54,10 @@ class ConnectWatch:
         except UsageError as exc:
             _stop(str(exc), ExitCode.USAGE)
         host, port = str(parsed.master_host), int(parsed.master_port)
+        # spawn_later counts from the loop's cached "now", which is as old as the hub (made
+        # before Locust's and the locustfile's imports): on a busy machine the watchdog fired
+        # at once and ended a worker that was connecting in time. Counted from now instead.
+        gevent.get_hub().loop.update_now()
         self._greenlet = gevent.spawn_later(timeout_s, _give_up, host, port, timeout_s)
 
     def connected(self) -> None:

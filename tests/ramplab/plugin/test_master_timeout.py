@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from target_service.embedded_redis import free_port
-from tests.support.processes import Process, TargetProcess, poll_until, stop_all
+from tests.support.processes import Process, TargetProcess, poll_until, python, stop_all
 from tests.support.ramp_runs import LOCUST, STREAM
 from tests.support.targets import SharedTarget
 
@@ -76,7 +76,7 @@ def test_a_connected_worker_outlives_its_timeout(
         poll_until(lambda: "Waiting for workers" in master.log(), 30, "the master listens",
                    master.running)  # fmt: skip
         worker.start()
-        code = master.wait(50)
+        code = master.wait(90)  # a bound on a hang: ~20 s on a quiet machine
         worker.wait(15)
     finally:
         stop_all([master, worker], grace_s=5)
@@ -86,3 +86,34 @@ def test_a_connected_worker_outlives_its_timeout(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["requests"] > 0
     assert len(summary["clocks"]) == 1
+
+
+def test_a_slow_import_does_not_eat_the_workers_timeout(
+    shared_target: SharedTarget, tmp_path: Path
+) -> None:
+    # Regression: the watchdog was armed from the loop's time of before the locustfile's import;
+    # an import busy for 4 s made a 3 s timeout fire at once, with the master up and waiting.
+    target: TargetProcess = shared_target.reset()
+    port, out = free_port(), tmp_path / "run"
+    slow = python("-m", "locust", "-f", str(Path(__file__).with_name("slow_import_locustfile.py")))
+    shape = ["--ramplab-shape", "4@5s/1s", *STREAM]
+    master = Process([*LOCUST, "--host", target.url, "--headless", "--master",
+                      "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                      "--expect-workers", "1", "--results-dir", str(out), *shape],
+                     tmp_path / "master.log")  # fmt: skip
+    worker = Process([*slow, "--worker", "--master-host", "127.0.0.1", "--master-port",
+                      str(port), "--master-timeout", "3", *shape],
+                     tmp_path / "worker.log", env={"RAMPLAB_TEST_IMPORT_S": "4"})  # fmt: skip
+    try:
+        master.start()
+        poll_until(lambda: "Waiting for workers" in master.log(), 30, "the master listens",
+                   master.running)  # fmt: skip
+        worker.start()
+        code = master.wait(90)
+        worker.wait(15)
+    finally:
+        stop_all([master, worker], grace_s=5)
+    assert "ramplab: worker:" not in worker.log(), worker.log()[-3000:]
+    assert worker.returncode == 0, worker.log()[-3000:]
+    assert code == 0, master.log()[-3000:] + worker.log()[-3000:]
+    assert json.loads((out / "summary.json").read_text())["requests"] > 0
