@@ -275,14 +275,21 @@ def run_attempt(
     total_timeout_s: float | None,
     clock: Clock = time.perf_counter,
     wall: Clock = time.time,
+    started: Callable[[AttemptResult], None] | None = None,
 ) -> AttemptResult:
-    """Send one chat completion and measure it; never raises for network or protocol failures."""
+    """Send one chat completion and measure it; never raises for network or protocol failures.
+
+    ``started`` is handed the result as soon as it exists and is filled in as the response
+    arrives: the chain keeps it, so a request cut by the end of the run still says what it had
+    received (``chain.py``)."""
     trace = PhaseTrace(clock)
     # orjson hands back its whole 4 KiB write buffer as the bytes object; the request holds the
     # payload until the stream ends, so an exact-size copy keeps 4 KiB per stream in flight free.
     payload = memoryview(orjson.dumps(body)).tobytes()
     stream = bool(body.get("stream", False))
     result = AttemptResult(sent_at=clock(), sent_epoch=wall())
+    if started is not None:
+        started(result)
     if isinstance(body.get("seed"), int):
         result.seed = body["seed"]
     deadline = None if total_timeout_s is None else result.sent_at + total_timeout_s

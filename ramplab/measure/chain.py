@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ramplab.errors import AuthError
@@ -17,7 +17,7 @@ from ramplab.measure.attempt import AttemptResult, run_attempt, verify_attempt
 from ramplab.measure.client import MeasuredClient
 from ramplab.measure.integrity import Verifier
 from ramplab.measure.reasoning import note_phases
-from ramplab.measure.record import AttemptRecord, RequestRecord
+from ramplab.measure.record import UNFINISHED, AttemptRecord, RequestRecord
 from ramplab.retry.base import AttemptOutcome, NoRetry, RetryPolicy
 from ramplab.workload.tokenizers import ApproxTokenizer, Tokenizer
 
@@ -97,6 +97,23 @@ def _event_tokens(result: AttemptResult, total: int | None, counter: Tokenizer) 
     return allocate_tokens(texts, total, per_event, counter)
 
 
+@dataclass(slots=True)
+class _InFlight:
+    """The request ``run`` is working on, kept so that a cut can still record it."""
+
+    intended: float
+    intended_epoch: float
+    step: int | None
+    target_qps: float | None
+    log: list[AttemptRecord] = field(default_factory=list)
+    attempt: AttemptResult | None = None  # the attempt in progress, or the last one
+    first_sent: float | None = None
+    waited: float = 0.0
+
+    def started(self, result: AttemptResult) -> None:
+        self.attempt = result
+
+
 def _attempt_record(number: int, result: AttemptResult, waited_s: float) -> AttemptRecord:
     return AttemptRecord(
         attempt=number,
@@ -138,6 +155,7 @@ class RequestChain:
         self.verifier = verifier  # content integrity, only when asked for (integrity.py)
         self.last_text = ""  # the last request's answer text (run() sets it)
         self.tracer = tracer  # a CLIENT span per attempt, only with --otlp-endpoint
+        self._flight: _InFlight | None = None  # the request ``run`` has not finished
 
     def run(
         self,
@@ -152,7 +170,8 @@ class RequestChain:
         now = self.clock()
         intended = now if intended_start is None else intended_start
         intended_epoch = self.wall() - (now - intended)
-        log: list[AttemptRecord] = []
+        flight = self._flight = _InFlight(intended, intended_epoch, step, target_qps)
+        log = flight.log
         last: AttemptResult | None = None
         first_sent: float | None = None
         waited = 0.0
@@ -160,6 +179,7 @@ class RequestChain:
         number = 0
         while number < 1000:  # bounded; policies stop far earlier
             number += 1
+            flight.attempt, flight.waited = None, waited
             if not self.retry.admit():
                 return self._rejected(
                     intended, intended_epoch, log, last, first_sent, step, target_qps
@@ -183,13 +203,15 @@ class RequestChain:
                     self.endpoint.total_timeout_s,
                     self.clock,
                     self.wall,
+                    started=flight.started,
                 )
                 if span is not None and self.tracer is not None:
                     self.tracer.end(span, result.status, result.error_kind)
                 if self.verifier is not None:
                     verify_attempt(result, self.verifier)
             if first_sent is None:
-                first_sent = result.sent_at
+                first_sent = flight.first_sent = result.sent_at
+            flight.attempt = result
             log.append(_attempt_record(number, result, waited))
             waited = 0.0
             last = result
@@ -209,9 +231,57 @@ class RequestChain:
             self.sleep(waited)
         assert last is not None
         assert first_sent is not None
+        self._flight = None
         # The answer as streamed (first choice's content), for a session's history.
         self.last_text = "".join(last.content_parts)
         return self._record(intended, intended_epoch, first_sent, log, last, step, target_qps)
+
+    def cut(self, reason: str) -> RequestRecord | None:
+        """The record of the request ``run`` was working on when it was stopped from outside
+        (the run's end, an interruption: Locust kills the user's greenlet): kind
+        ``unfinished``, how long it had run and what it had received. ``None`` when no request
+        was in flight. Every request sent has a record, whatever happened to it."""
+        flight, self._flight = self._flight, None
+        if flight is None:
+            return None
+        now = self.clock()
+        detail = f"{reason} after {now - flight.intended:.3f} s"
+        attempt = flight.attempt
+        if attempt is None:  # not sent yet (auth, a retry's back-off), or nothing at all
+            return RequestRecord(
+                request_id=uuid.uuid4().hex,
+                worker=self.worker,
+                intended_start=flight.intended_epoch,
+                actual_start=flight.intended_epoch + ((flight.first_sent or now) - flight.intended),
+                ok=False,
+                status=None,
+                error_kind=UNFINISHED,
+                step=flight.step,
+                target_qps=flight.target_qps,
+                attempts=len(flight.log),
+                attempt_log=flight.log,
+                total_ms=(now - flight.intended) * 1000.0,
+                lateness_ms=((flight.first_sent or now) - flight.intended) * 1000.0,
+                error_detail=detail,
+            )
+        if not attempt.ended_at:  # cut in the middle of this attempt
+            attempt.ended_at = now
+            attempt.error_kind, attempt.error_detail = UNFINISHED, detail
+            flight.log.append(_attempt_record(len(flight.log) + 1, attempt, flight.waited))
+        first_sent = flight.first_sent if flight.first_sent is not None else attempt.sent_at
+        record = self._record(
+            flight.intended,
+            flight.intended_epoch,
+            first_sent,
+            flight.log,
+            attempt,
+            flight.step,
+            flight.target_qps,
+        )
+        record.ok, record.error_kind, record.error_detail = False, UNFINISHED, detail
+        record.total_ms = (now - flight.intended) * 1000.0
+        record.tpot_ms = None  # the stream did not end: no time per output token
+        return record
 
     def _rejected(
         self,

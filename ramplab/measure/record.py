@@ -12,6 +12,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 TokenSource = Literal["usage", "tokenizer"]
+# The error kind of a request cut by the run's end, an interruption or a crash: it was sent and
+# never finished, and still has its record (docs/failures.md).
+UNFINISHED = "unfinished"
 
 
 @dataclass(slots=True)

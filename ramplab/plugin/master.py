@@ -38,6 +38,7 @@ from ramplab.results.producer import (
 from ramplab.results.selfcheck import health_from_reports
 from ramplab.results.summary import RunSummary
 from ramplab.results.writer import load_records
+from ramplab.runs.rebuild import truncated
 
 LEAD_S = 2.0
 EPOCH_GRACE_S = 0.5
@@ -148,9 +149,14 @@ class MasterEngine:
         in the middle of a request when the rate steps down."""
         stage = self.shape.stage_at(max(0.0, elapsed))
         if self.options.mode == "closed":
-            # Closed loop: the stage's rate *is* the concurrency, down steps included; no look
-            # ahead, or the last second of a stage would run at the next one's concurrency.
-            self.users = min(self.options.max_users, math.ceil(stage.rate if stage else 0.0))
+            # Closed loop: the stage's rate *is* the concurrency, which each worker enforces
+            # (``WorkerEngine.closed_limit``); users only grow, so none is stopped with a request
+            # in flight at a down-step or while the drain waits. No look ahead, or the last
+            # second of a stage would run at the next one's concurrency. One spare user per
+            # extra worker: Locust's even split may give a worker one fewer than its share.
+            spare = len(self.live_workers()) - 1
+            wanted = math.ceil(stage.rate) + spare if stage else 0
+            self.users = min(self.options.max_users, max(self.users, wanted))
             return self.users
         upcoming = self.shape.stage_at(max(0.0, elapsed) + 1.0)
         rates = [s.rate for s in (stage, upcoming) if s is not None]
@@ -178,15 +184,28 @@ class MasterEngine:
         return summarize(load_records(requests_path), self.facts(plan)) if plan else None
 
     def facts(self, plan: Plan) -> RunFacts:
-        """What the records cannot tell: the plan, the workers' counts, the outage, the gates."""
+        """What the records cannot tell: the plan, the workers' counts, the outage, the gates.
+
+        A run stopped before its schedule ended (Ctrl-C, SIGTERM, an outage that could not be
+        scheduled) is summarised over what ran: the stages before the stop, the cut one ending
+        there, so rates divide by the time that ran and no step that never ran shows 0 QPS."""
+        stopped_at_s: float | None = time.time() - plan.start_epoch
+        shape: Shape | None = self.shape
+        if stopped_at_s is not None and stopped_at_s < self.shape.duration_s:
+            shape = truncated(self.shape, stopped_at_s)
+        else:
+            stopped_at_s = None
+        if shape is None:  # stopped in the first warm-up: no measured window ran
+            return RunFacts(run_start=plan.start_epoch, mode=plan.mode, stopped_at_s=stopped_at_s)
+        stages = len(shape.stages)
         scheduled = None
         if plan.mode == "open":
-            scheduled = scheduled_counts(self.shape, plan.arrivals, plan.seed, self.shape)
+            scheduled = scheduled_counts(self.shape, plan.arrivals, plan.seed, shape)
         outage = None
         if self.options.outage is not None and self.outage_end_epoch is not None:
             outage = OutageFacts(self.options.outage, self.outage_end_epoch)
         return RunFacts(
-            shape=self.shape,
+            shape=shape,
             run_start=plan.start_epoch,
             mode=plan.mode,
             shape_text=plan.shape,
@@ -196,9 +215,21 @@ class MasterEngine:
             retry=self.options.retry_spec,
             slo=self.options.slo,
             scheduled=scheduled,
-            counts=EngineCounts.from_reports(self.progress, len(self.shape.stages)),
+            counts=EngineCounts.from_reports(self._reports(stages), stages),
             outage=outage,
             gates=self.options.gates,
             clocks=self.clocks.offsets() if self.clocks is not None else None,
-            health=health_from_reports(self.progress, len(self.shape.stages)),
+            health=health_from_reports(self.progress, stages),
+            stopped_at_s=stopped_at_s,
         )
+
+    def _reports(self, stages: int) -> dict[str, dict[str, Any]]:
+        """The workers' last reports with their per-stage counts cut to ``stages``."""
+        return {
+            worker: {
+                **report,
+                "dispatched": list(report["dispatched"])[:stages],
+                "dropped": list(report["dropped"])[:stages],
+            }
+            for worker, report in self.progress.items()
+        }

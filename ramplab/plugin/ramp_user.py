@@ -42,6 +42,7 @@ class RampUser(LLMStreamUser):
     def __init__(self, environment: Environment) -> None:
         self.engine: WorkerEngine | None = plugin_of(environment).worker_engine
         self._arrival: Arrival | None = None
+        self._closed_offset: float | None = None  # run offset of a closed-loop request's start
         # The session id, turn and arrival index of the request being sent (sessions only).
         self._session: tuple[str, int, int] | None = None
         super().__init__(environment)
@@ -66,12 +67,11 @@ class RampUser(LLMStreamUser):
             # summary places records in steps by it and counts scheduled arrivals by the exact
             # offset, so both must use the same number or boundary arrivals flip steps.
             exact = engine.plan.start_epoch + arrival.offset_s
-            shift = exact - record.intended_start
             record.arrival = arrival.index
-            record.intended_start = exact
-            record.actual_start += shift
-            for attempt in record.attempt_log:
-                attempt.start += shift
+            self._shift(record, exact)
+        elif self._closed_offset is not None and engine is not None and engine.plan is not None:
+            # Likewise the offset the engine counted as dispatched, so both see one step.
+            self._shift(record, engine.plan.start_epoch + self._closed_offset)
         if self._session is not None:
             record.session_id, record.turn, record.arrival = self._session
         slo = self.plugin.slo
@@ -79,6 +79,14 @@ class RampUser(LLMStreamUser):
             record.slo_ok = slo.meets(record)
         if self.engine is not None and self.sessions is None:
             self.engine.observe(record)  # a session is observed once, as a whole
+
+    @staticmethod
+    def _shift(record: RequestRecord, exact: float) -> None:
+        shift = exact - record.intended_start
+        record.intended_start = exact
+        record.actual_start += shift
+        for attempt in record.attempt_log:
+            attempt.start += shift
 
     def arrival_index(self) -> int | None:
         return self._arrival.index if self._arrival is not None else None
@@ -168,13 +176,16 @@ class RampUser(LLMStreamUser):
             gevent.sleep(min(engine.start_clock - now, 1.0))
             return
         stage = engine.stage_at(now)
-        if stage is None:
-            gevent.sleep(IDLE_S * 10)
+        if stage is None or engine.dispatcher.busy >= engine.closed_limit(stage):
+            # Past the last stage, or beyond this stage's concurrency (a down-step): start
+            # nothing; the requests in flight finish on their users.
+            gevent.sleep(IDLE_S)
             return
-        engine.dispatcher.begin()
+        self._closed_offset = engine.closed_started(now)
         try:
-            self.run_request(step=stage.index)
+            self.run_request(intended_start=now, step=stage.index)
         finally:
+            self._closed_offset = None
             engine.dispatcher.done()
 
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
+from gevent import GreenletExit
 from locust import User, constant, task
 from locust.env import Environment
 
@@ -19,6 +20,7 @@ from ramplab.retry.base import NoRetry, RetryPolicy
 from ramplab.workload.prompts import Messages, PromptSource
 
 REQUEST_TYPE = "SSE"
+CUT_REASON = "still in flight when the run stopped it"
 
 # A locustfile that imports this user gets ramplab's options and a plugin per environment.
 install(ramp=False)
@@ -114,12 +116,24 @@ class LLMStreamUser(User):
         if body_changes:
             body.update(body_changes)
         sent = {**settings.extra_headers, **headers} if headers else settings.extra_headers
-        record = self.chain.run(body, sent, intended_start, step, target_qps)
+        try:
+            record = self.chain.run(body, sent, intended_start, step, target_qps)
+        except GreenletExit:
+            # Locust kills a user's greenlet at the run's end (the drain is over), at an
+            # interruption and when it stops users: the request in flight still gets its
+            # record, or the slowest requests — the tail — would vanish from the results.
+            cut = self.chain.cut(CUT_REASON)
+            if cut is not None:
+                self._record(cut)
+            raise
+        self._record(record)
+        return record
+
+    def _record(self, record: RequestRecord) -> None:
         self.finish_record(record)
         record.prompt_labels = dict(getattr(self.prompts, "prompt_labels", None) or {})
         self._fire(record)
         self.shared.emit(record)
-        return record
 
     def _fire(self, record: RequestRecord) -> None:
         fire = self.environment.events.request.fire

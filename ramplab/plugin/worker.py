@@ -12,6 +12,7 @@ self-check per stage (``ramplab.results.selfcheck``: its CPU and its event loop'
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
@@ -93,6 +94,27 @@ class WorkerEngine:
             return True
         return False
 
+    def closed_limit(self, stage: Stage) -> int:
+        """This worker's share of a closed-loop stage's concurrency: the stage's users split
+        over the live workers in id order, the first ones taking the remainder.
+
+        Users are never stopped while the run lasts (``MasterEngine.wanted_users``): a stopped
+        user's request would be killed in flight. Past its share a user idles instead, so at a
+        down-step the requests in flight finish and only new ones wait."""
+        total = math.ceil(stage.rate)
+        live = sorted(self.plan.epochs[-1][1]) if self.plan and self.plan.epochs else []
+        if self.worker_id not in live:
+            return total
+        n, k = len(live), live.index(self.worker_id)
+        return total // n + (1 if k < total % n else 0)
+
+    def closed_started(self, clock: float) -> float:
+        """A closed-loop user starts a request now: counted as dispatched; its run offset."""
+        offset = clock - self.start_clock
+        self.dispatcher.begin()
+        self._dispatched_offsets.append(offset)
+        return offset
+
     def stage_at(self, clock: float) -> Stage | None:
         return self.shape.stage_at(clock - self.start_clock) if self.shape else None
 
@@ -109,8 +131,9 @@ class WorkerEngine:
         stages = len(shape.stages) if shape else 0
         dispatched = [0] * stages
         dropped = [0] * stages
-        if shape is not None and self.pacer is not None and self.schedule is not None:
+        if shape is not None:
             dispatched = count_measured(self._dispatched_offsets, shape)
+        if shape is not None and self.pacer is not None and self.schedule is not None:
             dropped_offsets = self.schedule.offsets[
                 np.asarray(self.pacer.stats.dropped_indices, dtype=np.intp)
             ]

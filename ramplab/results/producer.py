@@ -25,6 +25,7 @@ from ramplab.load.outage import RECOVERY_THRESHOLD, RECOVERY_WINDOW_S, Outage
 from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import RequestRecord
+from ramplab.results.conservation import incomplete_reasons, unaccounted
 from ramplab.results.selfcheck import judge, lateness_growth_ms
 from ramplab.results.sessions import sessions_summary
 from ramplab.results.slo import Gate, RequestSlo, evaluate_gates
@@ -151,6 +152,12 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
         generator_bound=any(bound) if bound else None,
         rebuilt=facts.rebuilt,
         stopped_at_s=facts.stopped_at_s,
+        dispatched=_total([st.dispatched for st in steps]),
+        lost=_total([st.lost for st in steps]),
+        unaccounted=_total([st.unaccounted for st in steps]),
+        incomplete=incomplete_reasons(
+            [(st.index, st.unaccounted, st.lost) for st in steps], facts.stopped_at_s
+        ),
     )
     if not facts.gates:
         return summary
@@ -226,12 +233,18 @@ def _step(
         target_users=stage.rate if closed else None,
         dispatched=dispatched,
         lost=lost,
+        unaccounted=unaccounted(dispatched, group),
         by_worker=by_worker,
         generator=health or {},
         lateness_growth_ms=growth,
         generator_bound=bound,
         generator_reason=reason,
     )
+
+
+def _total(values: Sequence[int | None]) -> int | None:
+    """The sum over steps; ``None`` when any step does not know its count."""
+    return None if any(v is None for v in values) else sum(v or 0 for v in values)
 
 
 def _epochs(workers: Epochs | None) -> tuple[tuple[float, tuple[str, ...]], ...] | None:

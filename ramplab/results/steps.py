@@ -19,6 +19,10 @@ Definitions (``docs/summary.md`` quotes these):
   computed exactly with numpy's default (linear) interpolation on the raw values — never from
   buckets (Locust rounds to two significant digits). ``itl_ms`` pools every gap of every
   successful stream; ``ttfb_ms`` and ``lateness_ms`` cover every record that was sent.
+- ``completed`` + ``failed`` + ``unfinished`` = ``requests``: records that ended ok, that
+  failed, and that were cut by the run's end, an interruption or a crash (error kind
+  ``unfinished``). The conservation law (``results/conservation.py``) holds them against
+  ``dispatched``.
 - ``retry_amplification`` = attempts ÷ requests; ``success_ratio``/``error_ratio``/
   ``goodput_ratio`` are over ``requests`` (so read them with ``drop_ratio`` = dropped ÷ scheduled).
 """
@@ -33,7 +37,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ramplab.load.shapes import Shape, Stage
-from ramplab.measure.record import RequestRecord
+from ramplab.measure.record import UNFINISHED, RequestRecord
 from ramplab.results.server_figures import workload_figures
 from ramplab.results.summary import Percentiles
 
@@ -87,6 +91,7 @@ def measure(
     good = sum(1 for r in records if _good(r))
     tokens = sum(r.output_tokens or 0 for r in records)
     failed = [r for r in records if not r.ok]
+    unfinished = sum(1 for r in failed if r.error_kind == UNFINISHED)
     errors = Counter(
         str(r.status) if r.status is not None else (r.error_kind or "unknown") for r in failed
     )
@@ -96,6 +101,9 @@ def measure(
         "dropped": dropped,
         "requests": n,
         "ok": len(ok),
+        "completed": len(ok),
+        "failed": len(failed) - unfinished,
+        "unfinished": unfinished,
         "attempts": attempts,
         "offered_qps": _ratio(scheduled, window_s) if scheduled is not None else None,
         "achieved_qps": _rate(len(sent), window_s),

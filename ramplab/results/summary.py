@@ -103,6 +103,10 @@ class Figures(_Frozen):
     requests: int
     ok: int
     attempts: int
+    # The conservation law's terms (``results/conservation.py``); defaults so older summaries load.
+    completed: int = 0
+    failed: int = 0
+    unfinished: int = 0
     offered_qps: float | None
     achieved_qps: float
     goodput_qps: float
@@ -145,6 +149,8 @@ class StepStats(Figures):
     dispatched: int | None
     lost: int | None
     by_worker: dict[str, WorkerCounts]
+    # dispatched − the requests recorded for them (0 when every request has its record).
+    unaccounted: int | None = None
     # The generator self-check (``results/selfcheck.py``); defaults so older summaries load.
     generator: dict[str, WorkerHealth] = {}
     lateness_growth_ms: float | None = None
@@ -223,6 +229,11 @@ class RunSummary(Figures):
     generator_bound: bool | None = None
     rebuilt: bool = False
     stopped_at_s: float | None = None
+    # The conservation law over the whole run, and why the run is incomplete (empty: complete).
+    dispatched: int | None = None
+    lost: int | None = None
+    unaccounted: int | None = None
+    incomplete: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The ``summary.json`` form (plain JSON values; what gates are evaluated on)."""

@@ -66,10 +66,12 @@ def run_ramp(
     workers: int = 0,
     timeout_s: float = 55.0,
     during: Callable[[list[Process], Path], None] | None = None,
+    with_master: Callable[[Process, Path], None] | None = None,
 ) -> RampRun:
     """Run a ramp headless; ``workers=0`` is a single local process, else master + N workers.
 
-    ``during(workers, out)`` runs while the processes run (e.g. to kill one); the master must
+    ``during(workers, out)`` runs while the processes run (e.g. to kill one), then
+    ``with_master(master, out)`` (e.g. to interrupt it); the master must
     end by itself within ``timeout_s``, everything left is stopped afterwards.
     """
     out = tmp / "run"
@@ -92,6 +94,8 @@ def run_ramp(
             proc.start()
         if during is not None:
             during([p for name, p in procs.items() if name != "master"], out)
+        if with_master is not None:
+            with_master(master, out)
         try:
             master.wait(timeout_s)
         except TimeoutError:

@@ -1,0 +1,159 @@
+"""Every request sent has a record: the conservation law on real runs that end with requests in
+flight — hung, slow, cut by the drain, by a down-step, by an interruption — open and closed loop,
+one process and distributed.
+
+The target is a tiny server on loopback whose every ``HANG_EVERY``-th request sends one token and
+then hangs (longer than the run), so the drain always ends with requests in flight.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.processes import Process
+from tests.support.ramp_runs import RampRun, run_ramp, wait_for_records
+from tests.support.tiny_server import Reply, TinyServer, chunk
+
+pytestmark = pytest.mark.slow
+
+HANG_EVERY = 3
+DONE = b"data: [DONE]\n\n"
+USAGE = b'data: {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}}\n\n'
+
+
+class HangingTarget:
+    """Answers two tokens; every ``HANG_EVERY``-th chat request (and every one after ``hang_all``
+    is set) sends one token and hangs for ``hang_s``."""
+
+    def __init__(self, hang_s: float = 60.0) -> None:
+        self.hang_s = hang_s
+        self.count = itertools.count(1)
+        self.posts = 0
+        self.hang_all = threading.Event()
+        self._lock = threading.Lock()
+
+    def __call__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+        with self._lock:
+            self.posts += 1
+            n = next(self.count)
+        if n % HANG_EVERY == 0 or self.hang_all.is_set():
+            return Reply(body=[chunk("a"), ("sleep", self.hang_s)])
+        return Reply(body=[chunk("a"), ("sleep", 0.05), chunk("b"), USAGE, DONE])
+
+
+ARGS = ["--model", "m", "--ramplab-drain", "1"]
+
+
+def _law(run: RampRun, incomplete: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The summary, after checking the law holds in it and in the records, step by step; the
+    run is complete unless it says why not (``incomplete``: a word of each reason)."""
+    summary = run.summary
+    records = run.records
+    for step in summary["steps"]:
+        assert step["dispatched"] == step["completed"] + step["failed"] + step["unfinished"], step
+        assert step["requests"] == step["dispatched"], step
+        if step["scheduled"] is not None:
+            assert step["scheduled"] == step["dispatched"] + step["dropped"] + step["lost"], step
+    reasons = summary["incomplete"]
+    assert len(reasons) == len(incomplete), reasons
+    for reason, word in zip(reasons, incomplete, strict=True):
+        assert word in reason, reasons
+    unfinished = [r for r in records if r["error_kind"] == "unfinished"]
+    assert summary["unfinished"] == len(unfinished)
+    for record in unfinished:
+        assert not record["ok"]
+        assert record["total_ms"] > 0
+        assert record["bytes_received"] > 0  # it had received its first token
+        assert record["ttft_ms"] is not None  # and the first token's time is kept
+        assert "still in flight" in record["error_detail"]
+    return summary
+
+
+def test_requests_in_flight_at_the_drains_end_get_unfinished_records(tmp_path: Path) -> None:
+    handler = HangingTarget()
+    with TinyServer(handler) as server:
+        run = run_ramp(tmp_path, server.url, ["--ramplab-shape", "4@3s", *ARGS])
+    assert run.returncode in (0, 3), run.tail()
+    summary = _law(run)
+    # One in three hung: about a third of the records, and every POST the server saw has one.
+    assert summary["unfinished"] >= 1
+    assert len(run.records) == handler.posts
+    assert summary["dispatched"] == handler.posts
+
+
+def test_distributed_run_records_the_requests_its_workers_had_in_flight(tmp_path: Path) -> None:
+    handler = HangingTarget()
+    with TinyServer(handler) as server:
+        run = run_ramp(tmp_path, server.url, ["--ramplab-shape", "4@3s", *ARGS], workers=2)
+    summary = _law(run)
+    assert summary["unfinished"] >= 1
+    assert len(run.records) == handler.posts
+
+
+def test_closed_loop_finishes_the_requests_of_a_down_step_and_of_the_end(tmp_path: Path) -> None:
+    """8 users, then 2: the six users the down-step stops finish what they sent; at the end the
+    two left finish theirs within the drain (no request hangs here: ``HANG_EVERY`` is off)."""
+
+    class Slow(HangingTarget):
+        def __call__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+            with self._lock:
+                self.posts += 1
+            return Reply(body=[chunk("a"), ("sleep", 0.4), chunk("b"), USAGE, DONE])
+
+    handler = Slow()
+    with TinyServer(handler) as server:
+        run = run_ramp(
+            tmp_path,
+            server.url,
+            [
+                "--ramplab-shape",
+                "8,2@2s",
+                "--ramplab-mode",
+                "closed",
+                *ARGS[:2],
+                "--ramplab-drain",
+                "5",
+            ],
+        )
+    assert run.returncode == 0, run.tail()
+    summary = _law(run)
+    # Nothing was cut: every request finished, and the server saw exactly the recorded ones.
+    assert summary["unfinished"] == 0
+    assert all(r["ok"] for r in run.records), [r["error_detail"] for r in run.records]
+    assert len(run.records) == handler.posts
+
+
+def test_interrupted_run_records_what_was_in_flight(tmp_path: Path) -> None:
+    """SIGINT in the middle of the run while every request hangs: each has its record."""
+    handler = HangingTarget()
+
+    def interrupt(master: Process, out: Path) -> None:
+        wait_for_records(out, lambda records: len(records) >= 3)
+        handler.hang_all.set()
+        time.sleep(1.0)  # a second of requests that all hang
+        master.signal(signal.SIGINT)
+
+    with TinyServer(handler) as server:
+        run = run_ramp(
+            tmp_path,
+            server.url,
+            ["--ramplab-shape", "4@30s", *ARGS],
+            with_master=interrupt,
+        )
+    summary = _law(run, incomplete=("stopped at",))
+    # Every POST the server saw has its record; a request cut while it was being sent may have
+    # one the server never finished reading.
+    assert len(run.records) >= handler.posts
+    assert summary["unfinished"] >= 3  # a second of 4 QPS that all hung
+    # Summarised over what ran: one step cut at the stop, its rate over the time it ran.
+    (step,) = summary["steps"]
+    assert summary["stopped_at_s"] is not None
+    assert step["duration_s"] == pytest.approx(summary["stopped_at_s"], abs=0.01)
+    assert step["scheduled"] < 4 * summary["stopped_at_s"] + 4 * 4
