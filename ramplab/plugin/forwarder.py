@@ -1,7 +1,10 @@
 """Records from the workers to the master: batched on each worker, appended on the master.
 
 Each worker buffers its finished records and sends them every ``FLUSH_S`` (and whenever the
-plugin flushes: at the end of a run) as Locust message ``ramplab_records``; the ``worker_report``
+plugin flushes: at the end of a run) as Locust message ``ramplab_records``; on a ramp worker the
+engine sends them instead, each batch just before the progress report taken with it
+(``WorkerEngine.report``), so a master that outlives the worker knows which requests in flight
+never got a record; the ``worker_report``
 keys ``stats``/``errors`` are Locust's own, so a message of ours is used. The master appends every
 batch to its ``requests.jsonl`` as it arrives. Workers ignore ``--results-dir``: one set per run.
 """
@@ -26,22 +29,29 @@ log = logging.getLogger("ramplab")
 class Forwarder:
     """On a worker: batches finished records and sends them to the master."""
 
-    def __init__(self, runner: WorkerRunner) -> None:
+    def __init__(self, runner: WorkerRunner, *, autoflush: bool = True) -> None:
         # Any: Locust types a message's data as a dict, but msgpack carries our list as well.
         self.runner: Any = runner
         self.buffer: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self.greenlet = gevent.spawn(self._loop)
+        self.greenlet = gevent.spawn(self._loop) if autoflush else None
 
     def add(self, record: RequestRecord) -> None:
         with self._lock:
             self.buffer.append(record.to_dict())
 
-    def flush(self) -> None:
+    def take(self) -> list[dict[str, Any]]:
+        """The records buffered so far, removed from the buffer (to be ``send``-ed)."""
         with self._lock:
             batch, self.buffer = self.buffer, []
+        return batch
+
+    def send(self, batch: list[dict[str, Any]]) -> None:
         if batch:
             self.runner.send_message(MESSAGE, batch)
+
+    def flush(self) -> None:
+        self.send(self.take())
 
     def _loop(self) -> None:
         while True:

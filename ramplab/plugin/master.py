@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from pathlib import Path
+import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import gevent
@@ -26,6 +27,7 @@ from ramplab.load.outage import schedule_outage
 from ramplab.load.plan import PLAN_MESSAGE, Plan
 from ramplab.load.shapes import Shape
 from ramplab.load.sizing import DEFAULT_MAX_LOSS, STALL_S, UserSizer
+from ramplab.measure.record import UNFINISHED, RequestRecord
 from ramplab.options.run import RunOptions
 from ramplab.plugin.clock_sync import ClockProbe
 from ramplab.results.producer import (
@@ -37,7 +39,7 @@ from ramplab.results.producer import (
 )
 from ramplab.results.selfcheck import health_from_reports
 from ramplab.results.summary import RunSummary
-from ramplab.results.writer import load_records
+from ramplab.results.writer import ResultsWriter, load_records
 from ramplab.runs.rebuild import truncated
 
 LEAD_S = 2.0
@@ -177,11 +179,57 @@ class MasterEngine:
         return idle or elapsed > self.shape.duration_s + self.options.drain_s
 
     # -- results ----------------------------------------------------------------------------
-    def summary(self, requests_path: Path) -> RunSummary | None:
+    def summary(self, writer: ResultsWriter) -> RunSummary | None:
         """The run's summary from the records written and the engine's facts (``None`` before
-        the plan exists); the run's gates are evaluated in it."""
+        the plan exists); the run's gates are evaluated in it. The requests a dead worker had
+        in flight get their records first (``unfinished_records``)."""
         plan = self.plan
-        return summarize(load_records(requests_path), self.facts(plan)) if plan else None
+        if plan is None:
+            return None
+        records = load_records(writer.requests_path)
+        cut = self.unfinished_records(records)
+        for record in cut:
+            writer.write(record)
+        return summarize([*records, *cut], self.facts(plan))
+
+    def unfinished_records(self, records: Sequence[RequestRecord]) -> list[RequestRecord]:
+        """Records for the requests a worker had in flight when it stopped reporting (killed,
+        or cut off from the master), from its last report's in-flight list: every one that has
+        no record of its own. A worker that ended normally reports none in flight."""
+        gone = set(self.progress) - set(self.live_workers())
+        arrivals = {r.arrival for r in records if r.arrival is not None}
+        starts = {(r.worker, r.intended_start) for r in records}
+        cut: list[RequestRecord] = []
+        for worker in sorted(gone):
+            report = self.progress[worker]
+            reported_at = float(report.get("reported_at") or time.time())
+            for flight in report.get("in_flight") or ():
+                arrival, intended = flight["arrival"], float(flight["intended_start"])
+                if arrival in arrivals or (arrival is None and (worker, intended) in starts):
+                    continue
+                cut.append(
+                    RequestRecord(
+                        request_id=uuid.uuid4().hex,
+                        worker=worker,
+                        intended_start=intended,
+                        actual_start=float(flight["taken_at"]),
+                        ok=False,
+                        status=None,
+                        error_kind=UNFINISHED,
+                        step=flight["step"],
+                        target_qps=flight["target_qps"],
+                        arrival=arrival,
+                        total_ms=max(0.0, reported_at - intended) * 1000.0,
+                        lateness_ms=max(0.0, float(flight["taken_at"]) - intended) * 1000.0,
+                        error_detail=(
+                            f"its worker {worker} stopped reporting (killed, or cut off from "
+                            "the master) with this request still in flight; total_ms is how "
+                            "long it had run by the worker's last report, and what it had "
+                            "received was lost with the worker"
+                        ),
+                    )
+                )
+        return cut
 
     def facts(self, plan: Plan) -> RunFacts:
         """What the records cannot tell: the plan, the workers' counts, the outage, the gates.

@@ -138,7 +138,8 @@ class RamplabPlugin:
             raise UsageError("--session-turns", "sessions need the ramp engine (llm_ramp.py)")
         runner = self.environment.runner
         if isinstance(runner, WorkerRunner):
-            self.forwarder = Forwarder(runner)
+            # A ramp worker's engine sends the records with its reports (``WorkerEngine.report``).
+            self.forwarder = Forwarder(runner, autoflush=run is None)
         elif settings.results_dir is not None:
             try:
                 self.writer = RunDir(settings.results_dir).open_writer()
@@ -170,6 +171,7 @@ class RamplabPlugin:
         if self.role.sends:
             worker_id = str(runner.client_id) if isinstance(runner, WorkerRunner) else "local"
             engine = self.worker_engine = WorkerEngine(runner, worker_id)
+            engine.records = self.forwarder
             if run.retry is not None:
                 rng = random.Random(f"{run.seed}/{worker_id}")
                 self.retry = RetrySetup(run.retry, time.monotonic, rng)
@@ -238,7 +240,7 @@ class RamplabPlugin:
         if self.writer is not None:
             if master is not None:
                 try:
-                    summary = master.summary(self.writer.requests_path)
+                    summary = master.summary(self.writer)
                 except Exception:  # the records are safe on disk; a summary bug must not lose them
                     log.exception("computing the ramp summary failed")
             if summary is None:

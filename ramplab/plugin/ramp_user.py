@@ -106,6 +106,7 @@ class RampUser(LLMStreamUser):
             return
         stage = engine.shape.stages[int(engine.schedule.stages[arrival.index])]
         self._arrival = arrival
+        flight = engine.begin_flight(arrival.offset_s, stage.index, stage.rate, arrival.index)
         try:
             if self.sessions is not None:
                 self._run_session(engine, self.sessions, arrival)
@@ -118,6 +119,7 @@ class RampUser(LLMStreamUser):
         finally:
             self._arrival = None
             self._session = None
+            engine.end_flight(flight)
             engine.dispatcher.done()
 
     def _replay(self, trace: Trace, arrival: Arrival, stage: Stage) -> None:
@@ -182,10 +184,12 @@ class RampUser(LLMStreamUser):
             gevent.sleep(IDLE_S)
             return
         self._closed_offset = engine.closed_started(now)
+        flight = engine.begin_flight(self._closed_offset, stage.index, None, None)
         try:
             self.run_request(intended_start=now, step=stage.index)
         finally:
             self._closed_offset = None
+            engine.end_flight(flight)
             engine.dispatcher.done()
 
 

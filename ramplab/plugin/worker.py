@@ -5,8 +5,12 @@ other worker), takes the indices ``worker_share`` deals it and paces them agains
 ``time.perf_counter()`` (the clock the streaming user measures on). When the master announces a
 new membership epoch the pacer is re-split from the epoch's start. Every half second it reports
 per-stage counts of dispatched and dropped arrivals (measured windows only), users busy, and the
-durations of the requests finished since the last report (for the master's user sizing), and its
-self-check per stage (``ramplab.results.selfcheck``: its CPU and its event loop's lag).
+durations of the requests finished since the last report (for the master's user sizing), its
+self-check per stage (``ramplab.results.selfcheck``: its CPU and its event loop's lag), and the
+requests it has in flight. The records finished since the last report go just before it, taken
+at the same instant: every request the report counts as dispatched is either in a batch sent or
+in its in-flight list, so when the worker dies the master can give each one a record
+(``MasterEngine.unfinished_records``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ramplab.load.plan import PROGRESS_MESSAGE, Plan
 from ramplab.load.shapes import Shape, Stage, parse_shape
 from ramplab.measure.record import RequestRecord
 from ramplab.plugin.dispatch import Dispatcher
+from ramplab.plugin.forwarder import Forwarder
 from ramplab.results.selfcheck import CPU_WINDOW_S, TICK_S, HealthAccumulator, loop_thread_ns
 from ramplab.results.steps import count_measured
 
@@ -49,6 +54,10 @@ class WorkerEngine:
         self._durations: list[float] = []
         self._greenlets: list[gevent.Greenlet] = []
         self.health: HealthAccumulator | None = None
+        # Set on a worker with a master: its records go with its reports (``report``).
+        self.records: Forwarder | None = None
+        self._flights: dict[int, dict[str, Any]] = {}
+        self._flight_ids = 0
 
     def on_plan(self, plan: Plan) -> None:
         if self.plan is not None and self.plan.start_epoch == plan.start_epoch:
@@ -115,6 +124,26 @@ class WorkerEngine:
         self._dispatched_offsets.append(offset)
         return offset
 
+    def begin_flight(
+        self, offset_s: float, step: int | None, target_qps: float | None, arrival: int | None
+    ) -> int:
+        """A user took a request (an arrival, or a closed-loop start at ``offset_s``): it is in
+        flight until ``end_flight``, after its record was handed on. What the master needs to
+        record it if this process dies first: the times, the step and the arrival."""
+        assert self.plan is not None
+        self._flight_ids += 1
+        self._flights[self._flight_ids] = {
+            "intended_start": self.plan.start_epoch + offset_s,
+            "step": step,
+            "target_qps": target_qps,
+            "arrival": arrival,
+            "taken_at": time.time(),
+        }
+        return self._flight_ids
+
+    def end_flight(self, flight: int) -> None:
+        self._flights.pop(flight, None)
+
     def stage_at(self, clock: float) -> Stage | None:
         return self.shape.stage_at(clock - self.start_clock) if self.shape else None
 
@@ -150,10 +179,18 @@ class WorkerEngine:
             "idle": self.dispatcher.idle,
             "durations_s": durations,
             "health": self.health.report() if self.health is not None else [],
+            "in_flight": list(self._flights.values()),
+            "reported_at": time.time(),
         }
 
     def report(self) -> None:
-        self.runner.send_message(PROGRESS_MESSAGE, self.progress())
+        # Both taken before either is sent (no greenlet switch in between): a request is in
+        # the batch, or in the report's in-flight list, or in both (recorded, not yet ended).
+        batch = self.records.take() if self.records is not None else []
+        progress = self.progress()
+        if self.records is not None:
+            self.records.send(batch)
+        self.runner.send_message(PROGRESS_MESSAGE, progress)
 
     def _report_loop(self) -> None:
         while True:

@@ -68,6 +68,8 @@ def _law(run: RampRun, incomplete: tuple[str, ...] = ()) -> dict[str, Any]:
     unfinished = [r for r in records if r["error_kind"] == "unfinished"]
     assert summary["unfinished"] == len(unfinished)
     for record in unfinished:
+        if "stopped reporting" in record["error_detail"]:
+            continue  # recorded by the master for a dead worker: what it received died with it
         assert not record["ok"]
         assert record["total_ms"] > 0
         assert record["bytes_received"] > 0  # it had received its first token
@@ -95,6 +97,48 @@ def test_distributed_run_records_the_requests_its_workers_had_in_flight(tmp_path
     summary = _law(run)
     assert summary["unfinished"] >= 1
     assert len(run.records) == handler.posts
+
+
+def test_a_sigkilled_workers_requests_in_flight_get_records_from_the_master(
+    tmp_path: Path,
+) -> None:
+    """Two workers; once each has records and requests hanging, one is SIGKILLed. The master
+    records what the dead worker had in flight at its last report; what it sent after that
+    report is counted as ``lost`` with the arrivals it owned until the re-split, and the run
+    says so."""
+    handler = HangingTarget()
+    killed_pid: list[int] = []
+
+    def kill_one(procs: list[Process], out: Path) -> None:
+        wait_for_records(out, lambda records: len({r["worker"] for r in records}) == 2)
+        handler.hang_all.set()
+        time.sleep(1.5)  # each worker has about three hung requests in flight by now
+        procs[0].signal(signal.SIGKILL)
+        procs[0].wait(10)
+        killed_pid.append(procs[0].pid)
+
+    with TinyServer(handler) as server:
+        run = run_ramp(
+            tmp_path,
+            server.url,
+            ["--ramplab-shape", "4@10s", *ARGS],
+            workers=2,
+            during=kill_one,
+        )
+    assert killed_pid
+    summary = _law(run, incomplete=("lost with a worker",))
+    cut = [r for r in run.records if "stopped reporting" in (r["error_detail"] or "")]
+    assert cut, "the dead worker had hung requests in flight"
+    (killed,) = {r["worker"] for r in cut}
+    for record in cut:
+        assert record["error_kind"] == "unfinished"
+        assert record["total_ms"] > 0
+        assert record["arrival"] is not None and record["step"] == 0
+    # Every request the server saw is recorded, or among the arrivals lost with the worker.
+    (step,) = summary["steps"]
+    assert step["lost"] > 0
+    assert len(run.records) <= handler.posts <= len(run.records) + step["lost"]
+    assert any(r["worker"] == killed and r["ok"] for r in run.records)
 
 
 def test_closed_loop_finishes_the_requests_of_a_down_step_and_of_the_end(tmp_path: Path) -> None:
