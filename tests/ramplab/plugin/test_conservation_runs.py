@@ -133,7 +133,8 @@ def test_a_sigkilled_workers_requests_in_flight_get_records_from_the_master(
     for record in cut:
         assert record["error_kind"] == "unfinished"
         assert record["total_ms"] > 0
-        assert record["arrival"] is not None and record["step"] == 0
+        assert record["arrival"] is not None
+        assert record["step"] == 0
     # Every request the server saw is recorded, or among the arrivals lost with the worker.
     (step,) = summary["steps"]
     assert step["lost"] > 0
