@@ -12,6 +12,7 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
+from ramplab.report.accounting import ACCOUNTING_NOTE, accounting_table, incomplete_lines
 from ramplab.report.charts import Chart, LabelledRun, charts_html, plotly_script, run_charts
 from ramplab.report.markdown import RunMeta
 from ramplab.report.recommend import Recommendation
@@ -96,6 +97,10 @@ def write_html(
     sections = [
         f"<ul>{listed}</ul>",
         f'<p class="warning"><strong>{html.escape(warning)}</strong></p>' if warning else "",
+        *(
+            f'<p class="warning"><strong>{html.escape(line)}</strong></p>'
+            for line in incomplete_lines(summary)
+        ),
         "<h2>Recommendations</h2>",
         recommendations_html(recommendations),
         "<h2>Per step</h2>",
@@ -116,6 +121,11 @@ def write_html(
     ]
     if groups:
         after += ["<h2>Where the time goes</h2>", html_table(phase_table(groups))]
+    after += [
+        "<h2>Every request accounted for</h2>",
+        f"<p>{html.escape(ACCOUNTING_NOTE)}</p>",
+        html_table(accounting_table(summary)),
+    ]
     if gates:
         after += [
             "<h2>SLO gates</h2>",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ramplab.report.accounting import ACCOUNTING_NOTE, accounting_table, incomplete_lines
 from ramplab.report.recommend import Recommendation
 from ramplab.report.tables import (
     COLUMNS,
@@ -112,6 +113,7 @@ def render_markdown(
         )
     elif summary.rebuilt:
         parts.append("- summary rebuilt from requests.jsonl (the run did not write one)")
+    parts += [f"- **{line}**" for line in incomplete_lines(summary)]
     parts += ["", "## Recommendations", "", *recommendation_lines(recommendations)]
     parts += ["## Per step", "", markdown_table([c[0] for c in COLUMNS], rows(summary)), ""]
     parts += _section("TTFT by turn (multi-turn sessions)", turns_table(summary),
@@ -136,6 +138,7 @@ def render_markdown(
         "over every measured step. Server phases lie inside the client's wait + stream; the "
         "join rule is in docs/report.md.",
     )
+    parts += _section("Every request accounted for", accounting_table(summary), ACCOUNTING_NOTE)
     parts += _section("Over all measured windows", totals_table(summary))
     if gates:
         parts += _section("SLO gates", (["gate", "observed", "result"],

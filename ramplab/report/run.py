@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from ramplab.report.accounting import accounting_table, incomplete_lines
 from ramplab.report.charts import LabelledRun
 from ramplab.report.html import write_html
 from ramplab.report.markdown import RunMeta, render_markdown
@@ -62,6 +64,15 @@ def print_steps(summary: RunSummary, console: Console, title: str = "per-step su
     line = sessions_line(summary)
     if line is not None:
         console.print(line, highlight=False)
+    headers, body = accounting_table(summary)
+    accounting = Table(title="every request accounted for", title_justify="left")
+    for header in headers:
+        accounting.add_column(header, justify="right")
+    for row in body:
+        accounting.add_row(*row)
+    console.print(accounting)
+    for reason in incomplete_lines(summary):
+        console.print(f"[red]{escape(reason)}[/]")
 
 
 def write_report(run_dir: Path, summary: RunSummary, gates: Sequence[GateVerdict] = ()) -> Path:

@@ -9,6 +9,7 @@ then hangs (longer than the run), so the drain always ends with requests in flig
 from __future__ import annotations
 
 import itertools
+import re
 import signal
 import threading
 import time
@@ -16,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
+from ramplab.report.run import print_steps, write_report
+from ramplab.results.summary import RunSummary
 from tests.support.processes import Process
 from tests.support.ramp_runs import RampRun, run_ramp, wait_for_records
 from tests.support.tiny_server import Reply, TinyServer, chunk
@@ -202,3 +206,15 @@ def test_interrupted_run_records_what_was_in_flight(tmp_path: Path) -> None:
     assert summary["stopped_at_s"] is not None
     assert step["duration_s"] == pytest.approx(summary["stopped_at_s"], abs=0.01)
     assert step["scheduled"] < 4 * summary["stopped_at_s"] + 4 * 4
+    # The terminal and report.md show every term of the law and why the run is incomplete.
+    parsed = RunSummary.from_json(summary)
+    console = Console(record=True, width=200)
+    print_steps(parsed, console)
+    screen = console.export_text()
+    row = [step["scheduled"], step["dispatched"], step["dropped"], step["lost"],
+           step["completed"], step["failed"], step["unfinished"], 0]  # fmt: skip
+    assert re.search(r"│\s+0\s+│\s+" + r"\s+│\s+".join(map(str, row)) + r"\s+│", screen), screen
+    assert "incomplete: the run was stopped at" in screen
+    text = write_report(run.out, parsed).read_text()
+    assert "## Every request accounted for" in text
+    assert "- **incomplete: the run was stopped at" in text
