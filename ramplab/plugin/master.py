@@ -237,7 +237,10 @@ class MasterEngine:
         A run stopped before its schedule ended (Ctrl-C, SIGTERM, an outage that could not be
         scheduled) is summarised over what ran: the stages before the stop, the cut one ending
         there, so rates divide by the time that ran and no step that never ran shows 0 QPS."""
-        stopped_at_s: float | None = time.time() - plan.start_epoch
+        # Where the workers stopped dispatching (the last of them), not when the summary is
+        # made: arrivals due in between were never the workers' to send.
+        stops = [float(p["stopped_at"]) for p in self.progress.values() if p.get("stopped_at")]
+        stopped_at_s: float | None = (max(stops) if stops else time.time()) - plan.start_epoch
         shape: Shape | None = self.shape
         if stopped_at_s is not None and stopped_at_s < self.shape.duration_s:
             shape = truncated(self.shape, stopped_at_s)

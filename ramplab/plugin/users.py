@@ -124,15 +124,19 @@ class LLMStreamUser(User):
             # record, or the slowest requests — the tail — would vanish from the results.
             cut = self.chain.cut(CUT_REASON)
             if cut is not None:
-                self._record(cut)
+                # Not fired as a Locust failure: Locust's own stats count the requests that
+                # ended, and ``-t`` cutting a plain run's users is by design (it would make
+                # every timed run exit 1). The record tells the truth in requests.jsonl.
+                self._record(cut, fire=False)
             raise
         self._record(record)
         return record
 
-    def _record(self, record: RequestRecord) -> None:
+    def _record(self, record: RequestRecord, *, fire: bool = True) -> None:
         self.finish_record(record)
         record.prompt_labels = dict(getattr(self.prompts, "prompt_labels", None) or {})
-        self._fire(record)
+        if fire:
+            self._fire(record)
         self.shared.emit(record)
 
     def _fire(self, record: RequestRecord) -> None:

@@ -58,6 +58,7 @@ class WorkerEngine:
         self.records: Forwarder | None = None
         self._flights: dict[int, dict[str, Any]] = {}
         self._flight_ids = 0
+        self.stopped_at: float | None = None  # epoch seconds the pacer stopped dispatching
 
     def on_plan(self, plan: Plan) -> None:
         if self.plan is not None and self.plan.start_epoch == plan.start_epoch:
@@ -181,6 +182,7 @@ class WorkerEngine:
             "health": self.health.report() if self.health is not None else [],
             "in_flight": list(self._flights.values()),
             "reported_at": time.time(),
+            "stopped_at": self.stopped_at,
         }
 
     def report(self) -> None:
@@ -226,6 +228,7 @@ class WorkerEngine:
     def stop(self) -> None:
         if self.pacer is not None:
             self.pacer.stop()
+        self.stopped_at = time.time()
         self.dispatcher.close()
         try:
             self.report()

@@ -50,5 +50,14 @@ def accounting_table(summary: RunSummary) -> Table:
 
 
 def incomplete_lines(summary: RunSummary) -> list[str]:
-    """``incomplete: …`` lines, one per reason; none for a complete run."""
-    return [f"incomplete: {reason}" for reason in summary.incomplete]
+    """``incomplete: …`` lines, one per reason; none for a complete run. Then a line on the
+    requests cut in flight, when there were any: the tail they would have made is unknown."""
+    lines = [f"incomplete: {reason}" for reason in summary.incomplete]
+    if summary.unfinished:
+        lines.append(
+            f"unfinished: {summary.unfinished} of {summary.requests} requests were still in "
+            "flight when the run ended or was stopped (records of kind unfinished); the "
+            "latency tail is over the requests that finished. A longer drain (drain_s) lets "
+            "them end on their own."
+        )
+    return lines

@@ -52,5 +52,8 @@ def incomplete_reasons(
                 "(a worker's last report was lost)"
             )
         if lost:
-            reasons.append(f"step {index}: {lost} scheduled arrivals were lost with a worker")
+            reasons.append(
+                f"step {index}: {lost} scheduled arrivals were never sent "
+                "(their worker died, or stopped before them)"
+            )
     return tuple(reasons)

@@ -23,6 +23,8 @@ Definitions (``docs/summary.md`` quotes these):
   failed, and that were cut by the run's end, an interruption or a crash (error kind
   ``unfinished``). The conservation law (``results/conservation.py``) holds them against
   ``dispatched``.
+- ``error_ratio``, ``errors`` and ``error_kinds`` are over the ``failed`` records: an
+  ``unfinished`` request was cut by the run, not failed by the target, and is counted apart.
 - ``retry_amplification`` = attempts ÷ requests; ``success_ratio``/``error_ratio``/
   ``goodput_ratio`` are over ``requests`` (so read them with ``drop_ratio`` = dropped ÷ scheduled).
 """
@@ -90,8 +92,9 @@ def measure(
     attempts = sum(r.attempts for r in records)
     good = sum(1 for r in records if _good(r))
     tokens = sum(r.output_tokens or 0 for r in records)
-    failed = [r for r in records if not r.ok]
-    unfinished = sum(1 for r in failed if r.error_kind == UNFINISHED)
+    # Unfinished requests are neither: cut by the run, not failed by the target (their own term).
+    failed = [r for r in records if not r.ok and r.error_kind != UNFINISHED]
+    unfinished = sum(1 for r in records if not r.ok and r.error_kind == UNFINISHED)
     errors = Counter(
         str(r.status) if r.status is not None else (r.error_kind or "unknown") for r in failed
     )
@@ -102,7 +105,7 @@ def measure(
         "requests": n,
         "ok": len(ok),
         "completed": len(ok),
-        "failed": len(failed) - unfinished,
+        "failed": len(failed),
         "unfinished": unfinished,
         "attempts": attempts,
         "offered_qps": _ratio(scheduled, window_s) if scheduled is not None else None,
@@ -112,7 +115,7 @@ def measure(
         "attempts_per_s": _rate(attempts, window_s),
         "retry_amplification": _ratio(attempts, n),
         "success_ratio": _ratio(len(ok), n),
-        "error_ratio": _ratio(n - len(ok), n),
+        "error_ratio": _ratio(len(failed), n),
         "goodput_ratio": _ratio(good, n),
         "drop_ratio": _ratio(dropped, scheduled) if dropped is not None else None,
         "errors": dict(sorted(errors.items())),

@@ -82,10 +82,17 @@ def _law(run: RampRun, incomplete: tuple[str, ...] = ()) -> dict[str, Any]:
     return summary
 
 
-def test_requests_in_flight_at_the_drains_end_get_unfinished_records(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["open", "closed"])
+def test_requests_in_flight_at_the_drains_end_get_unfinished_records(
+    tmp_path: Path, mode: str
+) -> None:
     handler = HangingTarget()
     with TinyServer(handler) as server:
-        run = run_ramp(tmp_path, server.url, ["--ramplab-shape", "4@3s", *ARGS])
+        run = run_ramp(
+            tmp_path,
+            server.url,
+            ["--ramplab-shape", "4@3s", "--ramplab-mode", mode, *ARGS],
+        )
     assert run.returncode in (0, 3), run.tail()
     summary = _law(run)
     # One in three hung: about a third of the records, and every POST the server saw has one.
@@ -130,7 +137,7 @@ def test_a_sigkilled_workers_requests_in_flight_get_records_from_the_master(
             during=kill_one,
         )
     assert killed_pid
-    summary = _law(run, incomplete=("lost with a worker",))
+    summary = _law(run, incomplete=("never sent",))
     cut = [r for r in run.records if "stopped reporting" in (r["error_detail"] or "")]
     assert cut, "the dead worker had hung requests in flight"
     (killed,) = {r["worker"] for r in cut}
@@ -179,8 +186,10 @@ def test_closed_loop_finishes_the_requests_of_a_down_step_and_of_the_end(tmp_pat
     assert len(run.records) == handler.posts
 
 
-def test_interrupted_run_records_what_was_in_flight(tmp_path: Path) -> None:
-    """SIGINT in the middle of the run while every request hangs: each has its record."""
+@pytest.mark.parametrize("workers", [0, 2])
+def test_interrupted_run_records_what_was_in_flight(tmp_path: Path, workers: int) -> None:
+    """SIGINT in the middle of the run while every request hangs: each has its record, in one
+    process and when the master of two workers is interrupted."""
     handler = HangingTarget()
 
     def interrupt(master: Process, out: Path) -> None:
@@ -194,6 +203,7 @@ def test_interrupted_run_records_what_was_in_flight(tmp_path: Path) -> None:
             tmp_path,
             server.url,
             ["--ramplab-shape", "4@30s", *ARGS],
+            workers=workers,
             with_master=interrupt,
         )
     summary = _law(run, incomplete=("stopped at",))
