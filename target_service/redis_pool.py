@@ -29,10 +29,10 @@ from typing import Any, TypeVar
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.retry import Retry
 
 from target_service.errors import CapacityError, RedisUnavailable
 from target_service.metrics import TargetMetrics
