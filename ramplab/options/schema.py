@@ -319,7 +319,8 @@ OPTIONS: tuple[Option, ...] = (
           "outage", campaign="outage"),
     _ramp("--ramplab-admin-token", kinds.TEXT, None, "the reference target's admin token",
           "admin_token", secret=True),
-    _ramp("--ramplab-drain", _NON_NEGATIVE, 30.0, "max seconds to wait for in-flight",
+    _ramp("--ramplab-drain", _NON_NEGATIVE, 30.0, "max seconds to wait for in-flight requests; those still running are cut, each with "
+          "a record of kind unfinished",
           "drain_s", campaign="drain_s"),
 )  # fmt: skip
 
