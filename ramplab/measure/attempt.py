@@ -329,18 +329,17 @@ SNIPPET_BYTES = 200  # of an unexpected body, quoted in the failure's detail
 def _snippet(
     response: OpenResponse, result: AttemptResult, clock: Clock, arrivals: TimedStream | None
 ) -> str:
-    """The body's first bytes, read no further than needed (it may be an endless stream)."""
-    parts: list[bytes] = []
-    size = 0
-    for raw in response:
-        if result.first_byte_at is None:
+    """The body's first bytes: what came with the head, or the first read after it. One read
+    only, and none of its failures: the body may be an endless or a stalled stream, and the
+    failure to report is the head's."""
+    try:
+        for raw in response:
             result.first_byte_at = _arrival(clock(), arrivals)
-        result.bytes_received += len(raw)
-        parts.append(raw)
-        size += len(raw)
-        if size >= SNIPPET_BYTES:
-            break
-    return b"".join(parts)[:SNIPPET_BYTES].decode("utf-8", errors="replace")
+            result.bytes_received += len(raw)
+            return raw[:SNIPPET_BYTES].decode("utf-8", errors="replace")
+    except HTTP_ERRORS:
+        pass
+    return ""
 
 
 def _wants_output(body: Mapping[str, Any]) -> bool:

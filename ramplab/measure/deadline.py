@@ -77,14 +77,20 @@ class Deadline:
     ) -> T:
         """``call(timeout)`` with the timeout of :meth:`limit`; its timeout re-raised naming the
         limit that fired and what was being done."""
-        limit = self.limit(own_s, operation)
-        if limit.seconds is not None and limit.seconds <= 0.0:
-            # A zero socket timeout would make the call non-blocking, not time out.
-            raise limit.expired(doing)
+        # Once per read of every stream: no ``Limit`` is built unless one fires.
+        left = None if self.at is None else self.at - self.clock()
+        if left is None or (own_s is not None and own_s <= left):
+            try:
+                return call(own_s)
+            except httpcore.TimeoutException as exc:
+                raise Limit(own_s, operation, own_s, operation).expired(doing) from exc
+        request = Limit(max(left, 0.0), "request", self.total_s, operation)
+        if left <= 0.0:
+            raise request.expired(doing)  # a zero socket timeout would not block, not time out
         try:
-            return call(limit.seconds)
+            return call(left)
         except httpcore.TimeoutException as exc:
-            raise limit.expired(doing) from exc
+            raise request.expired(doing) from exc
 
     def check(self, doing: str) -> None:
         """Raise the request timeout if the deadline has passed (between blocking operations)."""
