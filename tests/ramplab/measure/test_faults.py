@@ -8,6 +8,7 @@ here too, so they keep working.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -122,6 +123,23 @@ def test_the_request_timeout_holds_under_gevent(server: HostileServer) -> None:
         assert result["kind"] == "timeout", (path, result)
         assert_ends_at(result["s"], REQUEST_S)
         assert "request timeout" in result["detail"], (path, result)
+
+
+def test_the_request_timeout_holds_over_http2() -> None:
+    """httpcore takes h2's timeouts once per request: they are cut to the time the request has
+    left, so a server that never answers still ends it at its timeout."""
+    with socket.socket() as listener:  # connections complete in the kernel and are never read
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        options = ClientOptions(read_timeout_s=READ_S, connect_timeout_s=1.0, http2=True)
+        with make_client(options) as client:
+            chain = RequestChain(client, Endpoint(f"http://127.0.0.1:{port}/v1", REQUEST_S))
+            started = time.perf_counter()
+            record = chain.run(BODY)
+            elapsed = time.perf_counter() - started
+    assert record.error_kind == "timeout", record.error_detail
+    assert_ends_at(elapsed, REQUEST_S)
 
 
 def test_an_html_page_is_an_unexpected_content_type(server: HostileServer) -> None:
