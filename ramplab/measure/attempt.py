@@ -357,10 +357,10 @@ def _check_output(result: AttemptResult, wants_output: bool) -> None:
     streams early (llama.cpp's, when a new request arrives) answers ``[DONE]`` and nothing else."""
     if not wants_output or result.token_events or result.completion_tokens or result.tool_calls:
         return
+    usage = "no usage" if result.completion_tokens is None else "usage of 0 completion tokens"
     raise _StreamFailure(
         "empty_response",
-        "the response completed with no output: no content, no tool call, and usage reported "
-        f"{result.completion_tokens} completion tokens",
+        f"the response completed with no output: no content, no tool call, {usage}",
     )
 
 

@@ -134,6 +134,22 @@ def empty(ex: Exchange) -> None:
     ex.send(SSE_HEAD + chunk(ROLE) + chunk(DONE) + b"0\r\n\r\n")
 
 
+def tool_calls(ex: Exchange) -> None:
+    """A stream whose output is a tool call: no content, no usage, and still an answer."""
+    call = {"index": 0, "id": "t1", "type": "function", "function": {"name": "f", "arguments": ""}}
+    delta = {"id": "c1", "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+    ex.send(SSE_HEAD + chunk(ROLE + event(delta) + DONE) + b"0\r\n\r\n")
+
+
+def empty_json(ex: Exchange) -> None:
+    """A plain (not streamed) answer with an empty message and no usage."""
+    body = json.dumps({"id": "c1", "choices": [{"message": {"role": "assistant", "content": ""}}]})
+    ex.send(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n{body}".encode()
+    )
+
+
 def retry_after_date(ex: Exchange) -> None:
     """429 asking for a wait as an HTTP-date (whole seconds, at least 1.5 s ahead), then 200."""
     if ex.count == 1:
@@ -194,6 +210,8 @@ CASES: dict[str, Case] = {
     "/bad-chunk": bad_chunk,
     "/invalid-utf8": invalid_utf8,
     "/empty": empty,
+    "/tool-calls": tool_calls,
+    "/empty-json": empty_json,
     "/retry-after-date": retry_after_date,
     "/http10": http10,
     "/no-space": no_space,

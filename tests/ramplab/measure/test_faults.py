@@ -188,10 +188,23 @@ def test_an_empty_stream_is_a_failure_not_goodput(server: HostileServer) -> None
     assert not record.ok
     assert record.error_kind == "empty_response", record.error_detail
     assert record.status == 200
+    assert record.error_detail == (
+        "the response completed with no output: no content, no tool call, no usage"
+    )
 
 
 def test_an_empty_stream_is_fine_when_no_output_was_asked_for(server: HostileServer) -> None:
     record, _ = run(server.url + "/empty", body={**BODY, "max_tokens": 0})
+    assert record.ok, record.error_detail
+
+
+def test_an_empty_plain_answer_is_a_failure_too(server: HostileServer) -> None:
+    record, _ = run(server.url + "/empty-json", body={**BODY, "stream": False})
+    assert record.error_kind == "empty_response", record.error_detail
+
+
+def test_a_tool_call_is_output(server: HostileServer) -> None:
+    record, _ = run(server.url + "/tool-calls")
     assert record.ok, record.error_detail
 
 
