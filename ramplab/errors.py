@@ -18,6 +18,8 @@
     │   └── ResolveError      the DNS server of --resolver gave no address (``measure.resolver``)
     └── FatalError            trying again changes nothing: record or report it, stop that work
         ├── IntegrityError    a response's content does not match its signature or seed
+        ├── MalformedResponse a response that breaks HTTP/1.1's syntax or framing
+        │                     (``measure.http11``; recorded as ``protocol_error``)
         └── StackError        a process of the local stack did not come up (``ramplab.stack.local``)
 
 Every ``UsageError`` names the offending field and value in its message (``field`` holds the
@@ -40,6 +42,7 @@ __all__ = [
     "FatalError",
     "GateError",
     "IntegrityError",
+    "MalformedResponse",
     "ModelError",
     "OptionError",
     "PromConfigError",
@@ -125,6 +128,12 @@ class FatalError(RamplabError):
 
 class IntegrityError(FatalError):
     """The response's content does not match its signature (or it has none to check)."""
+
+
+class MalformedResponse(FatalError):
+    """The response breaks HTTP/1.1's syntax or framing (a bad status line, header line, chunk
+    size or Content-Length): the server speaks bad HTTP, where a connection closed early is the
+    network's doing or a crash."""
 
 
 class StackError(FatalError):

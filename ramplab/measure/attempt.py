@@ -4,19 +4,16 @@ The clock is read the moment the transport hands over bytes and before they are 
 (``sse.py``). Failures never raise out of here: each becomes an ``AttemptResult`` with a named
 ``error_kind`` and whatever timings were taken before it happened.
 
-Error kinds (``docs/metrics.md``): ``http_status`` (an HTTP error status before the stream),
-``auth_error`` (401/403), ``no_done`` (stream ended without ``[DONE]``), ``stream_error`` (an error
-event inside the stream), ``malformed_json``, ``connection_dropped`` (the connection broke
-mid-response), ``timeout`` (connect, read or the request's total budget), ``connect_error``,
-``tls_error`` (handshake or certificate verification failed), ``integrity`` (asked to verify the
-response's signature or text, and it is missing or does not match: ``integrity.py``).
+Error kinds: ``record.ERROR_KINDS``, each with its cause and remedy in ``docs/failures.md``. The
+request timeout is a deadline from the send that bounds every blocking socket operation
+(``deadline.py``); the response's head is checked before its body is read (``headers.py``).
 """
 
 from __future__ import annotations
 
 import ssl
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +21,10 @@ import httpcore
 import httpx
 import orjson
 
-from ramplab.errors import IntegrityError
+from ramplab.errors import IntegrityError, MalformedResponse
 from ramplab.measure.client import MeasuredClient, OpenResponse, PhaseTrace
+from ramplab.measure.deadline import Deadline
+from ramplab.measure.headers import head_failure, header_map, parse_retry_after, parse_server_timing
 from ramplab.measure.integrity import ERROR_KIND, SIGNATURE_COMMENT, Signature, Verifier
 from ramplab.measure.sockets import TimedStream
 from ramplab.measure.sse import SSEEvent, SSEParser
@@ -69,6 +68,7 @@ class AttemptResult:
     phases_ms: dict[str, float] = field(default_factory=dict)
     retry_after_s: float | None = None
     connected: bool = False
+    tool_calls: bool = False  # output as tool calls: not text, but not an empty response either
     # For integrity checks (integrity.py): the text exactly as signed, and the signature.
     completion_id: str | None = None
     content_parts: list[str] = field(default_factory=list)
@@ -82,38 +82,6 @@ class AttemptResult:
         return self.error_kind is None
 
 
-def parse_server_timing(header: str) -> dict[str, float]:
-    """``Server-Timing: queue;dur=1.2, prefill;dur=3.4`` → ``{"queue": 1.2, "prefill": 3.4}``."""
-    out: dict[str, float] = {}
-    for metric in header.split(","):
-        name, *params = (part.strip() for part in metric.split(";"))
-        for param in params:
-            key, _, value = param.partition("=")
-            if key.strip().lower() == "dur" and name:
-                try:
-                    out[name] = float(value.strip().strip('"'))
-                except ValueError:
-                    continue
-    return out
-
-
-def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """``retry-after-ms`` first (as the openai SDK does), then ``Retry-After`` in seconds."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(float(ms), 0.0) / 1000.0
-        except ValueError:
-            pass
-    seconds = headers.get("retry-after")
-    if seconds is not None:
-        try:
-            return max(float(seconds), 0.0)
-        except ValueError:
-            return None  # an HTTP date: rare for APIs, and not worth a clock dependency here
-    return None
-
-
 # What sending and reading can raise: the measured request runs on httpcore (client.py's
 # ``MeasuredClient``); httpx's own errors stay for anything sent through httpx.
 HTTP_ERRORS = (
@@ -123,12 +91,15 @@ HTTP_ERRORS = (
     httpcore.ProtocolError,
     httpcore.UnsupportedProtocol,
     httpcore.ProxyError,
+    MalformedResponse,
 )
 
 
-def _error_kind_for(exc: Exception, started_body: bool) -> str:
+def _error_kind_for(exc: BaseException, started_body: bool) -> str:
     if isinstance(exc, httpx.TimeoutException | httpcore.TimeoutException):
         return "timeout"
+    if isinstance(exc, MalformedResponse):
+        return "protocol_error"
     if isinstance(exc, httpx.ConnectError | httpcore.ConnectError):
         cause: BaseException | None = exc
         while cause is not None:
@@ -137,16 +108,6 @@ def _error_kind_for(exc: Exception, started_body: bool) -> str:
             cause = cause.__cause__ or cause.__context__
         return "connect_error"
     return "connection_dropped" if started_body else "connect_error"
-
-
-def header_map(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
-    """Response headers by lower-case name; a repeated header's values joined with ", ", as
-    ``httpx.Headers.get`` gives them."""
-    out: dict[str, str] = {}
-    for key, value in raw:
-        name, text = key.decode("latin-1").lower(), value.decode("latin-1")
-        out[name] = f"{out[name]}, {text}" if name in out else text
-    return out
 
 
 # Where servers put a reasoning model's thoughts: vLLM and DeepSeek ``reasoning_content``, newer
@@ -183,6 +144,8 @@ def _take_content(result: AttemptResult, choices: list[Any] | None, at: float) -
                         value = delta.get(key)
                         if isinstance(value, str):
                             text += value
+                    if delta.get("tool_calls"):
+                        result.tool_calls = True
             value = choice.get("text")  # legacy completions stream
             if isinstance(value, str) and value:
                 text += value
@@ -292,10 +255,12 @@ def run_attempt(
         started(result)
     if isinstance(body.get("seed"), int):
         result.seed = body["seed"]
-    deadline = None if total_timeout_s is None else result.sent_at + total_timeout_s
+    deadline = Deadline.after(total_timeout_s, result.sent_at, clock)
     started_body = False
     try:
-        response = client.open(url, {"content-type": "application/json", **headers}, payload, trace)
+        response = client.open(
+            url, {"content-type": "application/json", **headers}, payload, trace, deadline
+        )
         try:
             result.headers_at = trace.headers_at or clock()
             stream_of = response.network_stream
@@ -307,8 +272,18 @@ def run_attempt(
             timing = response_headers.get("server-timing")
             if timing:
                 result.server_timing_ms.update(parse_server_timing(timing))
-            result.retry_after_s = parse_retry_after(response_headers)
+            result.retry_after_s = parse_retry_after(response_headers, wall)
             started_body = True
+            failure = (
+                None
+                if response.status >= 400
+                else head_failure(response.status, response_headers, stream)
+            )
+            if failure is not None:
+                detail = failure.detail
+                if failure.snippet:
+                    detail += f"; the body begins {_snippet(response, result, clock, arrivals)!r}"
+                raise _StreamFailure(failure.kind, detail)
             if response.status >= 400:
                 body_bytes = response.read()
                 result.bytes_received = len(body_bytes)
@@ -316,9 +291,17 @@ def run_attempt(
                 result.error_kind = "auth_error" if auth else "http_status"
                 result.error_detail = body_bytes[:500].decode("utf-8", errors="replace")
             elif stream:
-                _read_stream(response, result, clock, deadline, arrivals)
+                _read_stream(response, result, clock, deadline, _wants_output(body), arrivals)
             else:
-                _read_whole(response, response_headers, result, clock, deadline, arrivals)
+                _read_whole(
+                    response,
+                    response_headers,
+                    result,
+                    clock,
+                    deadline,
+                    _wants_output(body),
+                    arrivals,
+                )
         finally:
             response.close()
     except _StreamFailure as exc:
@@ -340,9 +323,45 @@ def run_attempt(
     return result
 
 
-def _check_deadline(now: float, deadline: float | None) -> None:
-    if deadline is not None and now > deadline:
-        raise _StreamFailure("timeout", "the request's total timeout passed mid-response")
+SNIPPET_BYTES = 200  # of an unexpected body, quoted in the failure's detail
+
+
+def _snippet(
+    response: OpenResponse, result: AttemptResult, clock: Clock, arrivals: TimedStream | None
+) -> str:
+    """The body's first bytes: what came with the head, or the first read after it. One read
+    only, and none of its failures: the body may be an endless or a stalled stream, and the
+    failure to report is the head's."""
+    try:
+        for raw in response:
+            result.first_byte_at = _arrival(clock(), arrivals)
+            result.bytes_received += len(raw)
+            return raw[:SNIPPET_BYTES].decode("utf-8", errors="replace")
+    except HTTP_ERRORS:
+        pass
+    return ""
+
+
+def _wants_output(body: Mapping[str, Any]) -> bool:
+    """Whether the request asked for output: unless its token limit is 0, it did (without one,
+    the server's default limit is above 0)."""
+    for key in ("max_tokens", "max_completion_tokens"):
+        limit = body.get(key)
+        if isinstance(limit, int) and limit <= 0:
+            return False
+    return True
+
+
+def _check_output(result: AttemptResult, wants_output: bool) -> None:
+    """A completed answer with nothing in it is a failure, never goodput: a server that ends
+    streams early (llama.cpp's, when a new request arrives) answers ``[DONE]`` and nothing else."""
+    if not wants_output or result.token_events or result.completion_tokens or result.tool_calls:
+        return
+    usage = "no usage" if result.completion_tokens is None else "usage of 0 completion tokens"
+    raise _StreamFailure(
+        "empty_response",
+        f"the response completed with no output: no content, no tool call, {usage}",
+    )
 
 
 def _arrival(now: float, arrivals: TimedStream | None) -> float:
@@ -356,7 +375,8 @@ def _read_stream(
     response: OpenResponse,
     result: AttemptResult,
     clock: Clock,
-    deadline: float | None,
+    deadline: Deadline,
+    wants_output: bool,
     arrivals: TimedStream | None = None,
 ) -> None:
     parser = SSEParser()
@@ -367,12 +387,19 @@ def _read_stream(
         result.bytes_received += len(raw)
         for event in parser.feed(raw, now):
             _handle_event(result, event)
-        _check_deadline(now, deadline)
+        deadline.check("reading the body")
     if not result.saw_done:
         detail = "stream ended without data: [DONE]"
         if parser.has_partial:
             detail += " (cut inside an event)"
         raise _StreamFailure("no_done", detail)
+    if parser.invalid_utf8:
+        raise _StreamFailure(
+            "invalid_utf8",
+            f"{parser.invalid_utf8} line(s) of the stream were not valid UTF-8 (read with U+FFFD "
+            f"in place of the bad bytes); the first: {parser.first_invalid[:200]!r}",
+        )
+    _check_output(result, wants_output)
 
 
 def _read_whole(
@@ -380,7 +407,8 @@ def _read_whole(
     headers: Mapping[str, str],
     result: AttemptResult,
     clock: Clock,
-    deadline: float | None,
+    deadline: Deadline,
+    wants_output: bool,
     arrivals: TimedStream | None = None,
 ) -> None:
     parts: list[bytes] = []
@@ -390,7 +418,7 @@ def _read_whole(
             result.first_byte_at = now
         result.bytes_received += len(raw)
         parts.append(raw)
-        _check_deadline(now, deadline)
+        deadline.check("reading the body")
     done_at = _arrival(clock(), arrivals)
     try:
         data = orjson.loads(b"".join(parts))
@@ -408,13 +436,17 @@ def _read_whole(
     text = ""
     for choice in data.get("choices") or ():
         message = choice.get("message") if isinstance(choice, dict) else None
-        if isinstance(message, dict) and isinstance(message.get("content"), str):
-            text += message["content"]
+        if isinstance(message, dict):
+            if isinstance(message.get("content"), str):
+                text += message["content"]
+            if message.get("tool_calls"):
+                result.tool_calls = True
     result.events = 1
     result.saw_done = True
     result.content_parts.append(text)
     if text:
         result.token_events.append(TokenEvent(done_at, text))
+    _check_output(result, wants_output)
 
 
 def verify_attempt(result: AttemptResult, verifier: Verifier) -> None:

@@ -44,6 +44,7 @@ from typing import Any, Protocol
 import httpcore
 import httpx
 
+from ramplab.measure.deadline import NO_DEADLINE, Deadline
 from ramplab.measure.h2window import WindowedPool
 from ramplab.measure.http11 import Http11Pool, Origin, request_head
 from ramplab.measure.resolver import DnsResolver
@@ -265,10 +266,17 @@ class MeasuredClient(httpx.Client):
         return target
 
     def open(
-        self, url: str, headers: Mapping[str, str], content: bytes, trace: PhaseTrace
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        content: bytes,
+        trace: PhaseTrace,
+        deadline: Deadline = NO_DEADLINE,
     ) -> OpenResponse:
         """POST ``content`` to ``url``; the response's body is still to be read (httpcore's
-        exceptions, not httpx's, for what fails)."""
+        exceptions, not httpx's, for what fails). Over HTTP/1.1 every blocking operation, the
+        body's reads included, ends by ``deadline``; over HTTP/2 httpcore takes its timeouts
+        once per request, so they are cut to the time left when it is sent."""
         target = self._target(url)
         own = {name.lower() for name in headers}
         raw = [(b"Host", target.host)]
@@ -277,13 +285,20 @@ class MeasuredClient(httpx.Client):
         raw.append((b"Content-Length", str(len(content)).encode("ascii")))
         if self.http11 is not None:
             head = request_head(target.path, raw)
-            return self.http11.send(target.origin, head, content, self._timeouts, trace)
+            return self.http11.send(target.origin, head, content, self._timeouts, trace, deadline)
+        timeouts = self._timeouts
+        left = deadline.left()
+        if left is not None:
+            left = max(left, 0.001)  # a zero timeout would make httpcore's socket non-blocking
+            timeouts = {
+                key: left if own is None else min(own, left) for key, own in timeouts.items()
+            }
         request = httpcore.Request(
             "POST",
             target.url,
             headers=raw,
             content=content,
-            extensions={"timeout": self._timeouts, "trace": trace},
+            extensions={"timeout": timeouts, "trace": trace},
         )
         response = self.pool.handle_request(request)
         stream = response.extensions.get("network_stream")

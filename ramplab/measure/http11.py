@@ -14,7 +14,10 @@ server closes or the response did not end cleanly; a kept-alive connection the s
 ``PhaseTrace`` times phases from (``connection.connect_tcp``, ``connection.start_tls``,
 ``http11.send_request_headers``, ``http11.send_request_body``, ``http11.receive_response_headers``:
 ``.started``/``.complete``); failures raise httpcore's exceptions (``ConnectError``,
-``ReadTimeout``, ``RemoteProtocolError`` …) so callers map them to the same error kinds. Bodies
+``ReadTimeout``, ``RemoteProtocolError`` …) so callers map them to the same error kinds — but a
+response that breaks HTTP/1.1's syntax or framing raises ``ramplab.errors.MalformedResponse``, so
+that a server speaking bad HTTP is told apart from a connection that broke. Every blocking
+operation is bounded by the request's deadline as well as its own limit (``deadline.py``). Bodies
 are framed by ``Transfer-Encoding: chunked``, ``Content-Length`` or the connection's close; 1xx
 responses before the final one are skipped. Not here: HTTP/2 (the client keeps httpcore's pool
 for it), proxies, upgrades.
@@ -27,9 +30,13 @@ import re
 import ssl
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import httpcore
+
+from ramplab.errors import MalformedResponse
+from ramplab.measure.deadline import Deadline
 
 if TYPE_CHECKING:
     from ramplab.measure.sockets import TimedBackend, TimedStream
@@ -83,22 +90,28 @@ class Http11Pool:
         content: bytes,
         timeouts: Mapping[str, float | None],
         trace: Trace,
+        deadline: Deadline,
     ) -> Http11Response:
         """Write the request; return once the final response's head has arrived."""
         stream = self._take(origin)
         if stream is None:
-            stream = self._connect(origin, timeouts.get("connect"), trace)
+            stream = self._connect(origin, timeouts.get("connect"), trace, deadline)
         try:
             trace("http11.send_request_headers.started", {})
             # As httpcore: a server may answer (an error) and close before reading the whole
             # request; what it said is read below.
             with contextlib.suppress(httpcore.WriteError):
-                stream.write(head + content, timeouts.get("write"))
+                deadline.run(
+                    timeouts.get("write"),
+                    "write",
+                    "writing the request",
+                    partial(stream.write, head + content),
+                )
             trace("http11.send_request_headers.complete", {})
             trace("http11.send_request_body.started", {})
             trace("http11.send_request_body.complete", {})
             trace("http11.receive_response_headers.started", {})
-            response = Http11Response(self, origin, stream, timeouts.get("read"))
+            response = Http11Response(self, origin, stream, timeouts.get("read"), deadline)
             response.read_head()
             trace("http11.receive_response_headers.complete", {})
             return response
@@ -115,9 +128,12 @@ class Http11Pool:
             stream.close()  # readable while idle: the server closed it (or sent junk)
         return None
 
-    def _connect(self, origin: Origin, timeout: float | None, trace: Trace) -> TimedStream:
+    def _connect(
+        self, origin: Origin, timeout: float | None, trace: Trace, deadline: Deadline
+    ) -> TimedStream:
         trace("connection.connect_tcp.started", {})
-        stream = cast("TimedStream", self._backend.connect_tcp(origin.host, origin.port, timeout))
+        connect = partial(self._backend.connect_tcp, origin.host, origin.port)
+        stream = cast("TimedStream", deadline.run(timeout, "connect", "connecting", connect))
         trace("connection.connect_tcp.complete", {"return_value": stream})
         if origin.scheme == b"https":
             if not self._alpn_set:
@@ -125,7 +141,8 @@ class Http11Pool:
                 self._alpn_set = True
             trace("connection.start_tls.started", {})
             try:
-                tls = stream.start_tls(self._tls, origin.host, timeout)
+                handshake = partial(stream.start_tls, self._tls, origin.host)
+                tls = deadline.run(timeout, "connect", "in the TLS handshake", handshake)
             except BaseException:
                 stream.close()
                 raise
@@ -157,16 +174,21 @@ class Http11Response:
     pool: Http11Pool
     origin: Origin
     network_stream: TimedStream
-    timeout: float | None
+    timeout: float | None  # the read timeout: the longest silence between two reads
+    deadline: Deadline
     status: int = 0
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     _buffer: bytes = b""
     _keep_alive: bool = True
     _complete: bool = False
     _closed: bool = False
+    _doing: str = "waiting for the response head"
 
     def _read(self) -> bytes:
-        return self.network_stream.read(READ_BYTES, self.timeout)
+        return self.deadline.run(self.timeout, "read", self._doing, self._read_within)
+
+    def _read_within(self, timeout: float | None) -> bytes:
+        return self.network_stream.read(READ_BYTES, timeout)
 
     def _more(self, cut_short: str) -> bytes:
         """The next read; the server closing instead is a ``RemoteProtocolError``."""
@@ -181,16 +203,17 @@ class Http11Response:
             end = _HEAD_END.search(buffer)
             if end is None:
                 if len(buffer) > MAX_HEAD_BYTES:
-                    raise httpcore.RemoteProtocolError("response head too large")
+                    raise MalformedResponse("response head too large")
                 buffer += self._more("Server disconnected without sending a response.")
                 continue
             head, buffer = buffer[: end.start()], buffer[end.end() :]
             status, version, headers = _parse_head(head)
             if 100 <= status < 200:
                 if status == 101:
-                    raise httpcore.RemoteProtocolError("101 Switching Protocols is not supported")
+                    raise MalformedResponse("101 Switching Protocols is not supported")
                 continue  # an interim response (100 Continue, 103 Early Hints): the final follows
             self.status, self.headers, self._buffer = status, headers, buffer
+            self._doing = "reading the body"
             self._keep_alive = version == b"1.1" and not _has_token(
                 headers, b"connection", b"close"
             )
@@ -206,12 +229,12 @@ class Http11Response:
                 v.strip().lower() for v in _values(self.headers, b"transfer-encoding")
             ]:
                 if codings != [b"chunked"]:
-                    raise httpcore.RemoteProtocolError("unsupported Transfer-Encoding")
+                    raise MalformedResponse("unsupported Transfer-Encoding")
                 body = self._chunked()
             else:
                 lengths = {v.strip() for v in _values(self.headers, b"content-length")}
                 if len(lengths) > 1 or not all(length.isdigit() for length in lengths):
-                    raise httpcore.RemoteProtocolError(f"bad Content-Length {sorted(lengths)}")
+                    raise MalformedResponse(f"bad Content-Length {sorted(lengths)}")
                 body = self._sized(int(lengths.pop())) if lengths else self._until_close()
             yield from body
             self._complete = True
@@ -236,7 +259,7 @@ class Http11Response:
                         return
                     continue
                 if len(buffer) > MAX_SIZE_LINE:
-                    raise httpcore.RemoteProtocolError("chunk size line too long")
+                    raise MalformedResponse("chunk size line too long")
             elif left > 0:
                 if buffer:
                     data, buffer = buffer[:left], buffer[left:]
@@ -245,7 +268,7 @@ class Http11Response:
                     continue
             elif len(buffer) >= 2:  # the CRLF after a chunk's data
                 if buffer[:2] != b"\r\n":
-                    raise httpcore.RemoteProtocolError("chunk data not followed by CRLF")
+                    raise MalformedResponse("chunk data not followed by CRLF")
                 buffer = buffer[2:]
                 left = -1
                 continue
@@ -270,7 +293,7 @@ class Http11Response:
                 buffer = buffer[end.end() :]
                 continue
             if len(buffer) > MAX_HEAD_BYTES:
-                raise httpcore.RemoteProtocolError("trailers too large")
+                raise MalformedResponse("trailers too large")
             buffer += self._more("peer closed connection without sending complete message body")
 
     def _sized(self, length: int) -> Iterator[bytes]:
@@ -312,12 +335,12 @@ def _parse_head(head: bytes) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
     lines = _LINE_END.split(head)
     match = _STATUS_LINE.fullmatch(lines[0])
     if match is None:
-        raise httpcore.RemoteProtocolError(f"bad status line {lines[0][:100]!r}")
+        raise MalformedResponse(f"bad status line {lines[0][:100]!r}")
     headers = []
     for line in lines[1:]:
         name, colon, value = line.partition(b":")
         if not colon or not _TOKEN.fullmatch(name):
-            raise httpcore.RemoteProtocolError(f"bad header line {line[:100]!r}")
+            raise MalformedResponse(f"bad header line {line[:100]!r}")
         headers.append((name, value.strip(b" \t")))
     return int(match[2]), match[1], headers
 
@@ -340,5 +363,5 @@ def _has_token(headers: list[tuple[bytes, bytes]], name: bytes, token: bytes) ->
 def _chunk_size(line: bytes) -> int:
     size = line.split(b";", 1)[0].strip(b" \t")  # chunk extensions are ignored
     if not _HEX.fullmatch(size):
-        raise httpcore.RemoteProtocolError(f"bad chunk size line {line[:100]!r}")
+        raise MalformedResponse(f"bad chunk size line {line[:100]!r}")
     return int(size, 16)

@@ -15,6 +15,27 @@ TokenSource = Literal["usage", "tokenizer"]
 # The error kind of a request cut by the run's end, an interruption or a crash: it was sent and
 # never finished, and still has its record (docs/failures.md).
 UNFINISHED = "unfinished"
+# Every error kind a record can carry, each documented in docs/failures.md (a test keeps the two
+# equal): what failed, in the order a request meets them.
+ERROR_KINDS = (
+    "client_throttled",
+    "auth_error",
+    "connect_error",
+    "tls_error",
+    "timeout",
+    "http_status",
+    "unexpected_content_type",
+    "unsupported_encoding",
+    "protocol_error",
+    "connection_dropped",
+    "stream_error",
+    "malformed_json",
+    "invalid_utf8",
+    "no_done",
+    "empty_response",
+    "integrity",
+    UNFINISHED,
+)
 
 
 @dataclass(slots=True)
@@ -24,7 +45,7 @@ class AttemptRecord:
     attempt: int  # 1-based
     start: float  # epoch seconds of the send
     status: int | None  # HTTP status, None when no response arrived
-    error_kind: str | None  # None on success; see docs/metrics.md for the kinds
+    error_kind: str | None  # None on success; one of ERROR_KINDS (docs/failures.md)
     duration_ms: float
     retry_after_s: float | None = None  # what the server asked for, if anything
     wait_before_ms: float = 0.0  # back-off slept before this attempt

@@ -6,7 +6,8 @@ caller reads the clock as soon as the connection hands over a chunk, *before* an
 event carries the arrival time of the chunk that held its first byte (AIPerf stamps events the same
 way) and of the chunk that completed it. The framing follows the WHATWG SSE spec: lines end in
 ``\\n``, ``\\r\\n`` or ``\\r``; a blank line dispatches; ``:`` starts a comment; multi-line ``data``
-is joined with ``\\n``.
+is joined with ``\\n``. Bytes that are not UTF-8 are read as U+FFFD, as the spec says, and
+counted (``invalid_utf8``, the first such line kept): the caller decides what they mean.
 """
 
 from __future__ import annotations
@@ -41,6 +42,17 @@ class SSEParser:
     _event_start: float | None = None  # arrival of the first byte of the event being built
     _pending_cr: bool = False
     bytes_fed: int = 0
+    invalid_utf8: int = 0  # lines that were not valid UTF-8
+    first_invalid: bytes = b""  # the first of them, as received
+
+    def _decode(self, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self.invalid_utf8 += 1
+            if self.invalid_utf8 == 1:
+                self.first_invalid = raw
+            return raw.decode("utf-8", errors="replace")
 
     def feed(self, chunk: bytes, arrived_at: float) -> list[SSEEvent]:
         """Parse ``chunk`` (which arrived at monotonic time ``arrived_at``)."""
@@ -65,7 +77,7 @@ class SSEParser:
                 payload = None
             # Ints: a memchr each, where b"\r" would be a substring search.
             if payload is not None and 0x0A not in payload and 0x0D not in payload:
-                text = payload.decode("utf-8", errors="replace")
+                text = self._decode(payload)
                 return [SSEEvent(text, "message", None, arrived_at, arrived_at, self._id)]
         out: list[SSEEvent] = []
         if buffer:
@@ -112,7 +124,7 @@ class SSEParser:
                 self._event = ""
             self._event_start = None
             return
-        line = raw.decode("utf-8", errors="replace")
+        line = self._decode(raw)
         if line.startswith("data: "):  # nearly every line: skip the generic field split
             value = line[6:]
             name = "data"

@@ -163,7 +163,8 @@ OPTIONS: tuple[Option, ...] = (
             dest="include_usage", setting="include_usage", campaign="workload.include_usage"),
     _stream("--api-path", kinds.URL_PATH, "/v1/chat/completions",
             "path of the chat completions endpoint", setting="path", campaign="workload.api_path"),
-    _stream("--request-timeout", _SECONDS, 600.0, "total seconds per attempt",
+    _stream("--request-timeout", _SECONDS, 600.0,
+            "total seconds per attempt from its send: connect, head and body",
             setting="request_timeout_s", campaign="workload.request_timeout_s"),
     _stream("--connect-timeout", _SECONDS, 10.0, "seconds to connect",
             setting="connect_timeout_s", campaign="workload.connect_timeout_s"),
@@ -319,7 +320,8 @@ OPTIONS: tuple[Option, ...] = (
           "outage", campaign="outage"),
     _ramp("--ramplab-admin-token", kinds.TEXT, None, "the reference target's admin token",
           "admin_token", secret=True),
-    _ramp("--ramplab-drain", _NON_NEGATIVE, 30.0, "max seconds to wait for in-flight requests; those still running are cut, each with "
+    _ramp("--ramplab-drain", _NON_NEGATIVE, 30.0,
+          "max seconds to wait for in-flight requests; those still running are cut, each with "
           "a record of kind unfinished",
           "drain_s", campaign="drain_s"),
 )  # fmt: skip

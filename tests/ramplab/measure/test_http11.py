@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import httpcore
 import pytest
 
+from ramplab.errors import MalformedResponse
 from ramplab.measure.client import ClientOptions, MeasuredClient, PhaseTrace, make_client
 from ramplab.measure.http11 import request_head
 
@@ -193,29 +194,37 @@ def test_a_body_left_unread_closes_its_connection(client: MeasuredClient) -> Non
         assert server.connections == 2
 
 
+CUT = httpcore.RemoteProtocolError  # the connection ended early: what httpcore raises
+BAD = MalformedResponse  # the server broke HTTP/1.1's syntax or framing
+
+
 @pytest.mark.parametrize(
-    ("response", "message"),
+    ("response", "raised", "message"),
     [
-        (b"", "Server disconnected without sending a response"),
-        (b"HTTP/1.1 200 OK\r\nContent-Le", "Server disconnected without sending a response"),
-        (b"HTTP/2 200 OK\r\n\r\n", "bad status line"),
-        (b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n", "bad header line"),
-        (HEAD + b"zz\r\nhello\r\n", "bad chunk size line"),
-        (HEAD + b"5\r\nhello!!", "chunk data not followed by CRLF"),
-        (HEAD + b"5\r\nhel", "incomplete chunked read"),
-        (HEAD + b"5\r\nhello\r\n", "incomplete chunked read"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhello", "4 bytes missing"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "Content-Length"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", "Transfer-Encoding"),
-        (b"HTTP/1.1 101 Switching Protocols\r\n\r\n", "101"),
+        (b"", CUT, "Server disconnected without sending a response"),
+        (b"HTTP/1.1 200 OK\r\nContent-Le", CUT, "Server disconnected without sending a response"),
+        (b"HTTP/2 200 OK\r\n\r\n", BAD, "bad status line"),
+        (b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n", BAD, "bad header line"),
+        (HEAD + b"zz\r\nhello\r\n", BAD, "bad chunk size line"),
+        (HEAD + b"5\r\nhello!!", BAD, "chunk data not followed by CRLF"),
+        (HEAD + b"5\r\nhel", CUT, "incomplete chunked read"),
+        (HEAD + b"5\r\nhello\r\n", CUT, "incomplete chunked read"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhello", CUT, "4 bytes missing"),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            BAD,
+            "Content-Length",
+        ),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", BAD, "Transfer-Encoding"),
+        (b"HTTP/1.1 101 Switching Protocols\r\n\r\n", BAD, "101"),
     ],
 )
-def test_protocol_failures_raise_what_httpcore_raises(
-    client: MeasuredClient, response: bytes, message: str
+def test_protocol_failures_tell_a_cut_from_bad_http(
+    client: MeasuredClient, response: bytes, raised: type[Exception], message: str
 ) -> None:
     with (
         RawServer([Script([response], close=True)]) as server,
-        pytest.raises(httpcore.RemoteProtocolError, match=message),
+        pytest.raises(raised, match=message),
     ):
         fetch(client, server)
 
@@ -224,7 +233,7 @@ def test_a_response_head_past_the_limit_is_refused(client: MeasuredClient) -> No
     endless = b"HTTP/1.1 200 OK\r\n" + b"x-filler: " + b"a" * 200_000
     with (
         RawServer([Script([endless])]) as server,
-        pytest.raises(httpcore.RemoteProtocolError, match="response head too large"),
+        pytest.raises(MalformedResponse, match="response head too large"),
     ):
         fetch(client, server)
 

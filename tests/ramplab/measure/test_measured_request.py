@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from ramplab.measure.attempt import header_map, run_attempt
+from ramplab.measure.attempt import run_attempt
 from ramplab.measure.client import ClientOptions, make_client
+from ramplab.measure.headers import header_map
 from tests.support.tiny_server import DONE, ROLE, Reply, TinyServer, chunk
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
