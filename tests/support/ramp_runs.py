@@ -128,3 +128,23 @@ def wait_for_records(out: Path, predicate: Callable[[list[dict[str, Any]]], bool
 def poisson_bound(expected: float, sigmas: float = 4.0) -> float:
     """A two-sided band for a Poisson count: ``sigmas`` standard deviations, at least 2."""
     return max(2.0, sigmas * float(np.sqrt(expected)))
+
+
+def check_law(run: RampRun, incomplete: Sequence[str] = ()) -> dict[str, Any]:
+    """The summary, after checking the conservation law in it, step by step
+    (``docs/summary.md``); the run is complete unless it says why not (``incomplete``: a word
+    of each reason, in order)."""
+    summary = run.summary
+    for step in summary["steps"]:
+        assert step["dispatched"] == step["completed"] + step["failed"] + step["unfinished"], step
+        assert step["requests"] == step["dispatched"], step
+        assert step["unaccounted"] == 0, step
+        if step["scheduled"] is not None:
+            assert step["scheduled"] == step["dispatched"] + step["dropped"] + step["lost"], step
+    reasons = summary["incomplete"]
+    assert len(reasons) == len(incomplete), reasons
+    for reason, word in zip(reasons, incomplete, strict=True):
+        assert word in reason, reasons
+    kinds = [r["error_kind"] for r in run.records]
+    assert summary["unfinished"] == kinds.count("unfinished")
+    return summary
