@@ -1,8 +1,8 @@
 """A request's deadline, counted from its send, under every blocking socket operation.
 
-The request timeout (``--request-timeout``) used to be checked only when body bytes arrived, so
-a server that never answered was caught by the read timeout, and one that sent its head slowly
-or trickled its body held a request far past its budget. Now every blocking operation of the
+Checked only as body bytes arrive, the request timeout (``--request-timeout``) would leave a
+server that never answers to the read timeout, and let one that sends its head slowly or
+trickles its body hold a request far past its budget. So every blocking operation of the
 HTTP/1.1 exchange — connect, the TLS handshake, writing the request, each read of the head and
 the body — gets the socket timeout ``min(its own limit, time left until the deadline)``: the
 request ends at its timeout whatever the server does, and the per-operation limits keep their

@@ -212,6 +212,11 @@ class TimedBackend(httpcore.NetworkBackend):
         started = self._clock()
         address = self._resolve(host, port, timeout)
         dns_s = self._clock() - started
+        if timeout is not None:
+            # One limit for resolving and connecting, as httpcore's own backend has it: a slow
+            # resolver leaves the connect less time, never a second full timeout (1 ms at least:
+            # a zero timeout would make the connect non-blocking).
+            timeout = max(timeout - dns_s, 0.001)
         stream = self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
         sock = stream.get_extra_info("socket")
         stamped = sock if isinstance(sock, socket.socket) and enable_kernel_stamps(sock) else None
