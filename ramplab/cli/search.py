@@ -69,7 +69,7 @@ def search(
                  "resolution_pct": resolution_pct}  # fmt: skip
         spec = (parsed.search or SearchSpec()).with_flags(given)
         if target is not None:
-            check_target(target)
+            target = check_target(target, lambda text: console.print(f"note: {text}"))
         request = SearchRequest(
             campaign=parsed,
             campaign_text=campaign.read_text(encoding="utf-8"),

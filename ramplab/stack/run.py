@@ -26,7 +26,7 @@ from rich.markup import escape
 
 from ramplab import data
 from ramplab.campaign import preflight
-from ramplab.campaign.schema import Campaign
+from ramplab.campaign.schema import Campaign, Preflight
 from ramplab.errors import StackError, UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.report.run import print_steps, write_report
@@ -39,6 +39,7 @@ from ramplab.runs.progress import LiveProgress
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
 from ramplab.runs.rundir import RunDir
 from ramplab.runs.signals import Interrupted, SignalGuard, interruptible
+from ramplab.stack import probe
 from ramplab.stack.dns import DEFAULT_NAME
 from ramplab.stack.local import LocalStack, StackConfig
 from ramplab.stack.monitoring import Monitoring, find_prometheus, loopback_address
@@ -73,6 +74,7 @@ class RunRequest:
     linger_s: float = 0.0
     master_bind: tuple[str, int] | None = None  # remote workers (``StackConfig.master_bind``)
     web_port: int | None = None  # with web_ui: this port (None: a free one)
+    preflight: bool = True  # False: --no-preflight (the target is still reached first)
 
 
 def _stack_config(request: RunRequest, run_dir: Path, gates: list[Gate]) -> StackConfig:
@@ -158,6 +160,12 @@ class _Outcome:
 def execute(request: RunRequest, console: Console) -> ExitCode:
     """Run the campaign; prints progress and the tables on ``console``, errors on stderr."""
     gates = _check(request)
+    if request.target_url is not None and request.master_bind is None:
+        try:
+            _preflight(request, console)
+        except StackError as exc:
+            sys.stderr.write(f"ramplab: {exc}\n")
+            return ExitCode.RUN_FAILED
     _salt_prefixes(request)
     prometheus_bin = find_prometheus() if request.prometheus else None
     run_dir = new_results_dir(request.results_dir, request.run_name, request.campaign.name)
@@ -201,6 +209,28 @@ def _check(request: RunRequest) -> list[Gate]:
     if request.linger_s and not (request.metrics or request.prometheus):
         raise UsageError("--linger", "keeps the exporters up: give --metrics or --prometheus")
     return gates
+
+
+def _preflight(request: RunRequest, console: Console) -> None:
+    """The target reached, its models and one real request (``ramplab.stack.probe``) before a
+    run directory exists; a ``CampaignError`` (exit 2) or ``StackError`` (exit 4) otherwise."""
+    assert request.target_url is not None
+    campaign = request.campaign
+    if not request.preflight:
+        campaign = campaign.model_copy(update={"preflight": Preflight(models=False, request=False)})
+    started = time.monotonic()
+    probe.preflight(
+        request.target_url,
+        campaign,
+        campaign.stack.health_timeout_s,
+        lambda text: console.print(f"[yellow]note:[/] {escape(text)}"),
+    )
+    checks = campaign.preflight
+    if checks.models or checks.request:
+        done = [n for n, on in (("model listed", checks.models), ("one request", checks.request))
+                if on]  # fmt: skip
+        console.print(f"  preflight: {', '.join(done)} ok ({time.monotonic() - started:.1f} s)",
+                      highlight=False)  # fmt: skip
 
 
 def _salt_prefixes(request: RunRequest) -> None:

@@ -1,0 +1,144 @@
+"""The preflight of a ``--target`` (``ramplab.stack.probe``): each mistake a user makes with a
+server fails in seconds with the reason, against real servers on loopback.
+
+The stub serves ``/v1/models`` (one model) and a completions endpoint that answers 404 with an
+OpenAI-style error for any other model, as vLLM and the OpenAI API do. The bounds on the time to
+fail are loose on purpose (the old behaviour waited the 60 s health timeout): the figures
+themselves are measured in the issue's note, not asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ramplab.stack.process import free_port
+from tests.support.cli import TINY, ramplab, ramplab_in_process
+from tests.support.tiny_server import DONE, ROLE, Handler, Reply, TinyServer, chunk, usage
+
+MODEL = "tiny-model"
+JSON = {"content-type": "application/json"}
+# Far below the old wait (stack.health_timeout_s, 60 s): only a fail-fast path passes.
+FAST_S = 30.0
+
+
+def _error(status: int, message: str) -> Reply:
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": status}}
+    return Reply(status, JSON, [json.dumps(body).encode()])
+
+
+def openai_stub(models: bool = True) -> Handler:
+    def handle(method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+        if path == "/v1/models" and models:
+            return Reply(200, JSON, [json.dumps({"data": [{"id": MODEL}]}).encode()])
+        if path == "/v1/chat/completions" and method == "POST":
+            asked = json.loads(body).get("model")
+            if asked != MODEL:
+                return _error(404, f"The model '{asked}' does not exist.")
+            return Reply(200, {}, [ROLE, chunk("hi"), usage(1), DONE])
+        return _error(404, f"no route {path}")
+
+    return handle
+
+
+@pytest.fixture
+def stub() -> Iterator[TinyServer]:
+    with TinyServer(openai_stub()) as server:
+        yield server
+
+
+def _campaign(tmp_path: Path, model: str | None, extra: str = "") -> Path:
+    path = tmp_path / "tiny.yaml"
+    text = TINY.replace("prompt_tokens: 16}", f"prompt_tokens: 16, model: {model}}}")
+    text = text.replace("hold: 5s, warmup: 1s}", "hold: 2s}")
+    path.write_text(text + extra)
+    return path
+
+
+def _run(
+    tmp_path: Path, campaign: Path, target: str, *more: str
+) -> tuple[float, subprocess.CompletedProcess[str]]:
+    started = time.monotonic()
+    done = ramplab(
+        ["run", str(campaign), "--target", target, "--results-dir", str(tmp_path / "runs"), *more],
+        timeout=120,
+    )
+    return time.monotonic() - started, done
+
+
+def test_a_model_the_server_does_not_serve_exits_2_naming_it(
+    tmp_path: Path, stub: TinyServer
+) -> None:
+    took, done = _run(tmp_path, _campaign(tmp_path, "nosuch-model"), stub.url)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "workload.model: 'nosuch-model' is not served" in done.stderr
+    assert "'tiny-model'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "runs").exists()  # refused before a run directory
+    assert took < FAST_S
+
+
+def test_a_server_without_v1_models_still_gets_the_request_check(tmp_path: Path) -> None:
+    with TinyServer(openai_stub(models=False)) as server:
+        done = ramplab_in_process(
+            [
+                "validate",
+                str(_campaign(tmp_path, "nosuch-model")),
+                "--probe",
+                "--target",
+                server.url,
+            ]
+        )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "model check skipped" in done.stdout
+    assert "preflight.request: POST" in done.stderr
+    assert "404: The model 'nosuch-model' does not exist." in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_validate_probe_passes_a_good_target_given_with_v1(
+    tmp_path: Path, stub: TinyServer
+) -> None:
+    done = ramplab_in_process(
+        ["validate", str(_campaign(tmp_path, MODEL)), "--probe", "--target", stub.url + "/v1"]
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"ends in /v1: using {stub.url}" in done.stdout
+    assert f"ok — {stub.url} serves tiny-model" in done.stdout
+
+
+def test_validate_probe_needs_a_target(tmp_path: Path) -> None:
+    done = ramplab_in_process(["validate", str(_campaign(tmp_path, MODEL)), "--probe"])
+    assert done.returncode == 2
+    assert "--probe: needs --target" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_v1_base_url_runs_against_the_server(tmp_path: Path, stub: TinyServer) -> None:
+    _, done = _run(tmp_path, _campaign(tmp_path, MODEL), stub.url + "/v1")
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert f"ends in /v1: using {stub.url}" in out
+    assert "preflight: model listed, one request ok" in out
+
+
+def test_a_closed_port_fails_in_seconds_with_exit_4(tmp_path: Path) -> None:
+    port = free_port()  # bound, then released: nobody listens
+    took, done = _run(tmp_path, _campaign(tmp_path, MODEL), f"http://127.0.0.1:{port}")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert f"connection refused on 127.0.0.1:{port} (tried for 2 s)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert took < FAST_S
+
+
+def test_an_unresolvable_host_fails_at_once_with_exit_4(tmp_path: Path) -> None:
+    took, done = _run(tmp_path, _campaign(tmp_path, MODEL), "http://llm.invalid:8000")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "cannot resolve llm.invalid" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert took < FAST_S
