@@ -30,10 +30,12 @@ from ramplab.campaign.schema import Campaign, Preflight
 from ramplab.errors import StackError, UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.report.run import print_steps, write_report
+from ramplab.results.failures import ceiling_verdict, top_kinds
 from ramplab.results.outcome import exit_code
 from ramplab.results.selfcheck import generator_warning
 from ramplab.results.slo import Gate, evaluate_gates, print_gates
 from ramplab.results.summary import RunSummary
+from ramplab.results.writer import load_records
 from ramplab.runs.naming import keep_trace, new_results_dir
 from ramplab.runs.progress import LiveProgress
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
@@ -185,7 +187,10 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
         interrupted=outcome.interrupted,
         usage_error=outcome.usage_error,
         run_failed=outcome.run_failed,
+        max_error_ratio=request.campaign.max_error_ratio,
     )
+    if code == ExitCode.SLO_MISSED and summary is not None:
+        _print_ceiling(summary, request.campaign.max_error_ratio, run_dir, console, meta)
     if (
         code == ExitCode.RUN_FAILED
         and not outcome.failed
@@ -198,6 +203,23 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
         write_report(run_dir, summary, summary.gates)
     console.print(f"results: {run_dir} (exit code {int(code)})")
     return code
+
+
+def _print_ceiling(
+    summary: RunSummary, ceiling: float, run_dir: Path, console: Console, meta: dict[str, Any]
+) -> None:
+    """The error ceiling's verdict with the top error kinds, one server message each."""
+    verdict = ceiling_verdict(summary, ceiling)
+    if verdict is None:
+        return
+    try:
+        kinds = top_kinds(load_records(RunDir(run_dir).requests))
+    except (OSError, ValueError):
+        kinds = []
+    meta["error_ceiling"] = {"verdict": verdict, "top_kinds": kinds}
+    console.print(f"[red]{escape(verdict)}[/]", highlight=False)
+    for line in kinds:
+        console.print(f"  {escape(line)}", highlight=False)
 
 
 def _check(request: RunRequest) -> list[Gate]:

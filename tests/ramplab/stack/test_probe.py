@@ -142,3 +142,18 @@ def test_an_unresolvable_host_fails_at_once_with_exit_4(tmp_path: Path) -> None:
     assert "cannot resolve llm.invalid" in done.stderr
     assert "Traceback" not in done.stderr
     assert took < FAST_S
+
+
+@pytest.mark.slow
+def test_a_run_whose_every_request_failed_exits_3_with_the_servers_words(
+    tmp_path: Path, stub: TinyServer
+) -> None:
+    campaign = _campaign(tmp_path, "nosuch-model")
+    _, done = _run(tmp_path, campaign, stub.url, "--no-preflight")
+    out = done.stdout + done.stderr
+    assert done.returncode == 3, out
+    assert "every request failed (" in out
+    assert "http_status×" in out
+    assert "(404×" in out
+    assert ": The model 'nosuch-model' does not exist." in out
+    assert "Traceback" not in out
