@@ -331,7 +331,7 @@ def _run_stack(
         finally:
             guard.stopping = True
             meta["processes"] = {p.name: p.pid for p in stack.processes}
-            dead = [w.name for w in stack.dead_workers()]
+            dead = [(w.name, _last_words(w.log_tail(200))) for w in stack.dead_workers()]
             meta["exit_codes"] = stack.stop()
         outcome.interrupted = outcome.interrupted or guard.received is not None
     _process_failures(outcome, dead, master_code, run_dir, console)
@@ -377,15 +377,36 @@ def _generator_bound(run_dir: Path) -> bool:
         return False
 
 
+def _last_words(log: str) -> str | None:
+    """What a Locust process said as it died: its last ``ramplab: …`` line (the plugin's fatal
+    message, ``plugin.fail``), else the last line of a traceback."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    ours = [line for line in lines if line.startswith("ramplab: ")]
+    if ours:
+        return ours[-1].removeprefix("ramplab: ")
+    if any(line.startswith("Traceback") for line in lines):
+        return lines[-1]
+    return None
+
+
 def _process_failures(
-    outcome: _Outcome, dead: list[str], master_code: int | None, run_dir: Path, console: Console
+    outcome: _Outcome,
+    dead: list[tuple[str, str | None]],
+    master_code: int | None,
+    run_dir: Path,
+    console: Console,
 ) -> None:
     """Workers that died and a master that exited with an error fail the run, unless an
-    earlier cause (or an interrupt) already explains the end."""
+    earlier cause (or an interrupt) already explains the end. A dead worker's own message is
+    printed with its name: it is the cause, and otherwise only in its log."""
     if outcome.failed or outcome.interrupted:
         return
     if dead:
-        console.print(f"[red]workers died during the run: {', '.join(dead)}[/]")
+        names = ", ".join(name for name, _ in dead)
+        console.print(f"[red]workers died during the run: {names}[/] (logs: {run_dir}/logs)")
+        for name, words in dead:
+            if words is not None:
+                console.print(f"  {name}: {escape(words)}", highlight=False)
         outcome.fail(ExitCode.RUN_FAILED)
     elif master_code not in (None, 0, 3) and not (master_code == 4 and _generator_bound(run_dir)):
         console.print(f"[red]the master exited with code {master_code}[/] (log: {run_dir}/logs)")

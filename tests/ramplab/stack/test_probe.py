@@ -157,3 +157,25 @@ def test_a_run_whose_every_request_failed_exits_3_with_the_servers_words(
     assert "(404×" in out
     assert ": The model 'nosuch-model' does not exist." in out
     assert "Traceback" not in out
+
+
+def broken_models(method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+    if path == "/v1/models":
+        return _error(500, "model registry unavailable")
+    return openai_stub()(method, path, headers, body)
+
+
+@pytest.mark.slow
+def test_a_workers_fatal_error_reaches_the_terminal(tmp_path: Path) -> None:
+    # No model in the campaign and no preflight: each worker asks GET /v1/models for one as its
+    # first user starts, gets a 500 and stops with exit 2 — its message used to stay in its log.
+    campaign = tmp_path / "nomodel.yaml"
+    campaign.write_text(_campaign(tmp_path, MODEL).read_text().replace(", model: tiny-model", ""))
+    with TinyServer(broken_models) as server:
+        _, done = _run(tmp_path, campaign, server.url, "--no-preflight")
+    out = done.stdout + done.stderr
+    assert done.returncode == 4, out
+    assert "workers died during the run: worker-1" in out
+    assert "worker-1: --model: not given and GET" in out
+    assert "500" in out
+    assert "Traceback" not in out
