@@ -122,31 +122,23 @@ def _headers(client: httpx.Client, base: str, campaign: Campaign) -> dict[str, s
     return headers
 
 
-def _check_models(
-    client: httpx.Client, base: str, model: str | None, headers: dict[str, str]
-) -> str | None:
-    """``None`` when the model is listed (or none was asked for); a note when skipped."""
+def _listed(client: httpx.Client, base: str, headers: dict[str, str]) -> tuple[list[str], str]:
+    """The models ``GET /v1/models`` lists, or ``[]`` and why the list is not known (a 404: a
+    server without the endpoint)."""
     url = base + "/v1/models"
     response = client.get(url, headers=headers)
     if response.status_code == 404:
-        return f"GET {url} → 404: the server lists no models, model check skipped"
+        return [], f"GET {url} → 404: the server lists no models, model check skipped"
     if response.status_code != 200:
         raise _fail(f"GET {url} → {response.status_code}: {server_message(response)}")
     try:
-        listed = [str(m["id"]) for m in response.json()["data"]]
+        return [str(m["id"]) for m in response.json()["data"]], ""
     except (ValueError, KeyError, TypeError):
-        return f"GET {url} answered no model list, model check skipped"
-    if model is not None and model not in listed:
-        raise CampaignError(
-            "workload.model",
-            f"{model!r} is not served by {base} (GET /v1/models lists: "
-            f"{', '.join(repr(m) for m in listed) or 'nothing'})",
-        )
-    return None
+        return [], f"GET {url} answered no model list, model check skipped"
 
 
 def _check_request(
-    client: httpx.Client, base: str, campaign: Campaign, headers: dict[str, str]
+    client: httpx.Client, base: str, campaign: Campaign, model: str | None, headers: dict[str, str]
 ) -> None:
     w = campaign.workload
     url = base + w.api_path
@@ -156,8 +148,8 @@ def _check_request(
         "stream": w.stream,
         **w.extra_body,
     }
-    if w.model is not None:
-        body["model"] = w.model
+    if model is not None:
+        body["model"] = model
     with client.stream("POST", url, json=body, headers=headers) as response:
         if response.status_code < 400:
             for _ in response.iter_bytes():
@@ -179,11 +171,19 @@ def preflight(base: str, campaign: Campaign, timeout_s: float, note: Callable[[s
     try:
         with httpx.Client(verify=_verify(campaign), timeout=_HTTP_TIMEOUT_S) as client:
             headers = _headers(client, base, campaign)
-            if checks.models:
-                skipped = _check_models(client, base, campaign.workload.model, headers)
-                if skipped is not None:
+            model = campaign.workload.model
+            if checks.models or model is None:  # no model given: the workers take the first
+                listed, skipped = _listed(client, base, headers)
+                if skipped:
                     note(skipped)
+                if checks.models and model is not None and listed and model not in listed:
+                    raise CampaignError(
+                        "workload.model",
+                        f"{model!r} is not served by {base} (GET /v1/models lists: "
+                        f"{', '.join(repr(m) for m in listed)})",
+                    )
+                model = model or next(iter(listed), None)
             if checks.request:
-                _check_request(client, base, campaign, headers)
+                _check_request(client, base, campaign, model, headers)
     except httpx.HTTPError as exc:
         raise _fail(f"preflight against {base} failed: {type(exc).__name__}: {exc}") from None

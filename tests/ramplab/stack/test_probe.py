@@ -179,3 +179,13 @@ def test_a_workers_fatal_error_reaches_the_terminal(tmp_path: Path) -> None:
     assert "worker-1: --model: not given and GET" in out
     assert "500" in out
     assert "Traceback" not in out
+
+
+def test_without_a_model_the_request_asks_for_the_first_listed(
+    tmp_path: Path, stub: TinyServer
+) -> None:
+    # As the workers do (--model not given: the first of GET /v1/models).
+    campaign = tmp_path / "nomodel.yaml"
+    campaign.write_text(_campaign(tmp_path, MODEL).read_text().replace(", model: tiny-model", ""))
+    done = ramplab_in_process(["validate", str(campaign), "--probe", "--target", stub.url])
+    assert done.returncode == 0, done.stdout + done.stderr
