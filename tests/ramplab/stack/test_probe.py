@@ -125,6 +125,10 @@ def test_a_v1_base_url_runs_against_the_server(tmp_path: Path, stub: TinyServer)
     assert done.returncode == 0, out
     assert f"ends in /v1: using {stub.url}" in out
     assert "preflight: model listed, one request ok" in out
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["requests"] > 0
+    assert summary["error_kinds"] == {}  # not /v1/v1/chat/completions → 404
 
 
 def test_a_closed_port_fails_in_seconds_with_exit_4(tmp_path: Path) -> None:
