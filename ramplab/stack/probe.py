@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from ramplab.campaign.schema import Campaign
-from ramplab.errors import CampaignError, StackError
+from ramplab.errors import CampaignError, StackError, UsageError
 
 __all__ = ["REFUSED_FOR_S", "preflight", "reach", "server_message"]
 
@@ -185,5 +185,7 @@ def preflight(base: str, campaign: Campaign, timeout_s: float, note: Callable[[s
                 model = model or next(iter(listed), None)
             if checks.request:
                 _check_request(client, base, campaign, model, headers)
-    except httpx.HTTPError as exc:
+    except UsageError:
+        raise
+    except (httpx.HTTPError, ValueError, AttributeError, ssl.SSLError) as exc:
         raise _fail(f"preflight against {base} failed: {type(exc).__name__}: {exc}") from None

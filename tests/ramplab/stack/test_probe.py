@@ -195,3 +195,18 @@ def test_without_a_model_the_request_asks_for_the_first_listed(
     campaign.write_text(_campaign(tmp_path, MODEL).read_text().replace(", model: tiny-model", ""))
     done = ramplab_in_process(["validate", str(campaign), "--probe", "--target", stub.url])
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_server_error_on_the_preflight_request_exits_4_with_its_words(tmp_path: Path) -> None:
+    def overloaded(method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+        if path == "/v1/chat/completions":
+            return _error(503, "engine overloaded, try later")
+        return openai_stub()(method, path, headers, body)
+
+    with TinyServer(overloaded) as server:
+        done = ramplab_in_process(
+            ["validate", str(_campaign(tmp_path, MODEL)), "--probe", "--target", server.url]
+        )
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "/v1/chat/completions → 503: engine overloaded, try later" in done.stderr
+    assert "Traceback" not in done.stderr
