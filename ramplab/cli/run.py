@@ -128,8 +128,6 @@ def run(
         gates = parse_gates(gate or [], field="--gate")
         experiment = load_experiment(campaign, check_target=target is None)
         parsed = experiment.variants[0].campaign if experiment else load_campaign(campaign)
-        if max_error_ratio is not None:
-            parsed = parsed.model_copy(update={"max_error_ratio": max_error_ratio})
         request = RunRequest(
             campaign=parsed,
             campaign_path=campaign,
@@ -147,6 +145,7 @@ def run(
             prometheus=prometheus,
             linger_s=linger,
             preflight=not no_preflight,
+            max_error_ratio=max_error_ratio,
         )
         if experiment is not None:
             code = run_experiment(experiment, request, console, analyse, run_name)

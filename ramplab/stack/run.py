@@ -77,6 +77,7 @@ class RunRequest:
     master_bind: tuple[str, int] | None = None  # remote workers (``StackConfig.master_bind``)
     web_port: int | None = None  # with web_ui: this port (None: a free one)
     preflight: bool = True  # False: --no-preflight (the target is still reached first)
+    max_error_ratio: float | None = None  # --max-error-ratio; None: the campaign's
 
 
 def _stack_config(request: RunRequest, run_dir: Path, gates: list[Gate]) -> StackConfig:
@@ -182,15 +183,18 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
     summary = None
     if not outcome.failed or (RunDir(run_dir).requests).exists():  # nothing ran: no table
         summary = _summary(run_dir, gates, console, outcome)
+    ceiling = request.max_error_ratio
+    if ceiling is None:
+        ceiling = request.campaign.max_error_ratio
     code = exit_code(
         summary,
         interrupted=outcome.interrupted,
         usage_error=outcome.usage_error,
         run_failed=outcome.run_failed,
-        max_error_ratio=request.campaign.max_error_ratio,
+        max_error_ratio=ceiling,
     )
     if code == ExitCode.SLO_MISSED and summary is not None:
-        _print_ceiling(summary, request.campaign.max_error_ratio, run_dir, console, meta)
+        _print_ceiling(summary, ceiling, run_dir, console, meta)
     if (
         code == ExitCode.RUN_FAILED
         and not outcome.failed
