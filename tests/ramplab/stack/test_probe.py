@@ -19,6 +19,7 @@ import pytest
 
 from ramplab.stack.process import free_port
 from tests.support.cli import TINY, ramplab, ramplab_in_process
+from tests.support.processes import REPO
 from tests.support.tiny_server import DONE, ROLE, Handler, Reply, TinyServer, chunk, usage
 
 MODEL = "tiny-model"
@@ -210,3 +211,16 @@ def test_a_server_error_on_the_preflight_request_exits_4_with_its_words(tmp_path
     assert done.returncode == 4, done.stdout + done.stderr
     assert "/v1/chat/completions → 503: engine overloaded, try later" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_search_against_a_server_gets_the_preflight_too(tmp_path: Path, stub: TinyServer) -> None:
+    campaign = tmp_path / "search.yaml"
+    text = (REPO / "campaigns" / "search.yaml").read_text()
+    campaign.write_text(text.replace("  max_tokens: 20\n", "  max_tokens: 20\n  model: nosuch\n"))
+    done = ramplab_in_process(
+        ["search", str(campaign), "--target", stub.url + "/v1", "--results-dir", str(tmp_path)]
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "ends in /v1" in done.stdout
+    assert "workload.model: 'nosuch' is not served" in done.stderr
+    assert list(tmp_path.iterdir()) == [campaign]  # refused before the first probe
