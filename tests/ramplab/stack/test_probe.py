@@ -10,6 +10,7 @@ themselves are measured in the issue's note, not asserted.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -162,6 +163,10 @@ def test_a_run_whose_every_request_failed_exits_3_with_the_servers_words(
     assert "(404×" in out
     assert ": The model 'nosuch-model' does not exist." in out
     assert "Traceback" not in out
+    # Both tables (the live one, printed once in a pipe, and the summary's) group by kind.
+    rows = [line for line in done.stdout.splitlines() if "│ http_status×11 (404×11)" in line]
+    assert len(rows) == 2, done.stdout
+    assert not re.search(r"│ \d{3}×", done.stdout)
 
 
 def broken_models(method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
