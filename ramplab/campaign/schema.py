@@ -198,6 +198,13 @@ class StackSettings(_Strict):
     dns: DnsStack | None = None
 
 
+class Preflight(_Strict):
+    """Checks of a ``--target`` server before the ramp (``ramplab.stack.probe``)."""
+
+    models: bool = True  # GET /v1/models lists workload.model (skipped on a 404)
+    request: bool = True  # one real streaming request succeeds
+
+
 class TargetSettings(_Strict):
     """The reference target started by the local stack."""
 
@@ -256,6 +263,9 @@ class Campaign(_Strict):
     trace: TraceReplay = TraceReplay()
     # The max-rate search (``ramplab search``); with it, shape and steps may be left out.
     search: SearchSpec | None = None
+    preflight: Preflight = Preflight()
+    # A run whose error ratio passes this (or whose every request failed) exits 3.
+    max_error_ratio: float = Field(default=0.5, ge=0, le=1)
 
     @field_validator("name")
     @classmethod

@@ -9,9 +9,10 @@ those has a ``Run…`` and a ``Search…`` alias; ``Locustfile`` is one for both
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
@@ -56,8 +57,12 @@ JsonFlag = Annotated[
 ]
 
 
-def check_target(url: str) -> None:
-    """``--target`` must be ``http(s)://HOST[:PORT]``; a ``UsageError`` naming it otherwise."""
+def check_target(url: str, note: Callable[[str], None] = lambda _: None) -> str:
+    """``--target`` must be ``http(s)://HOST[:PORT]``; a ``UsageError`` naming it otherwise.
+
+    A base URL ending in ``/v1`` (the OpenAI SDK's habit) is taken without it, with a ``note``:
+    the API paths (``/v1/chat/completions``, ``/v1/models``) are the campaign's. Returns the URL
+    to use."""
     parts = urlsplit(url)
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number
@@ -65,6 +70,12 @@ def check_target(url: str) -> None:
         raise UsageError("--target", f"bad port in {url!r}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError("--target", f"expected http(s)://HOST[:PORT], got {url!r}")
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        base = urlunsplit((parts.scheme, parts.netloc, path.removesuffix("/v1"), "", ""))
+        note(f"--target {url} ends in /v1: using {base} (the API paths carry /v1 themselves)")
+        return base
+    return url.rstrip("/")
 
 
 # The stack options of `run` and `search`.

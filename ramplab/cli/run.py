@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 import yaml
+from rich.markup import escape
 from rich.table import Table
 
 from ramplab import data
@@ -26,11 +28,13 @@ from ramplab.cli.options import (
     RunWorkers,
     check_target,
 )
-from ramplab.errors import UsageError
+from ramplab.errors import StackError, UsageError
+from ramplab.exitcodes import ExitCode
 from ramplab.experiment.order import plan_runs
 from ramplab.experiment.runner import run_experiment
 from ramplab.results.slo import parse_gates
 from ramplab.search.strategy import describe
+from ramplab.stack import probe
 from ramplab.stack.run import DEFAULT_LOCUSTFILE, RunRequest, execute
 from ramplab.study.registry import analyse
 
@@ -95,6 +99,24 @@ def run(
             "seconds to look at (Ctrl-C ends it early; the run's exit code stands).",
         ),
     ] = 0.0,
+    no_preflight: Annotated[
+        bool,
+        typer.Option(
+            "--no-preflight",
+            help="With --target: skip the model check and the one request sent before the ramp "
+            "(the target must still accept connections).",
+        ),
+    ] = False,
+    max_error_ratio: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Exit 3 when the run's error ratio passes this (default: the campaign's "
+            "max_error_ratio, 0.5); a run whose every request failed always exits 3.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a campaign: start the stack, ramp, print the per-step table, apply the gates.
 
@@ -102,7 +124,7 @@ def run(
     directory, interleaved, then the comparison."""
     with user_errors():
         if target is not None:
-            check_target(target)
+            target = check_target(target, _note)
         gates = parse_gates(gate or [], field="--gate")
         experiment = load_experiment(campaign, check_target=target is None)
         parsed = experiment.variants[0].campaign if experiment else load_campaign(campaign)
@@ -122,6 +144,8 @@ def run(
             metrics=metrics or prometheus,
             prometheus=prometheus,
             linger_s=linger,
+            preflight=not no_preflight,
+            max_error_ratio=max_error_ratio,
         )
         if experiment is not None:
             code = run_experiment(experiment, request, console, analyse, run_name)
@@ -130,10 +154,33 @@ def run(
     raise typer.Exit(int(code))
 
 
-def validate(campaign: CampaignArg) -> None:
+def _note(text: str) -> None:
+    console.print(f"[yellow]note:[/] {escape(text)}")
+
+
+def validate(
+    campaign: CampaignArg,
+    probe_target: Annotated[
+        bool,
+        typer.Option(
+            "--probe",
+            help="Also run the preflight against --target (reached, model listed, one request) "
+            "without running the campaign.",
+        ),
+    ] = False,
+    target: Annotated[
+        str | None,
+        typer.Option(help="The server --probe checks (required with --probe).", show_default=False),
+    ] = None,
+) -> None:
     """Check a campaign file without running it; prints its stages (and an experiment's
-    variants and run order)."""
+    variants and run order). With ``--probe --target URL``, also the preflight against it."""
     with user_errors():
+        if probe_target:
+            if target is None:
+                raise UsageError("--probe", "needs --target URL (the server to probe)")
+            _probe(campaign, check_target(target, _note))
+            return
         experiment = load_experiment(campaign)
         if experiment is not None:
             _print_experiment(experiment)
@@ -162,6 +209,29 @@ def validate(campaign: CampaignArg) -> None:
     for st in shape.stages:
         console.print(f"  step {st.index}: {st.rate:g} {unit} for {st.duration_s:g} s "
                       f"(warm-up {st.warmup_s:g} s)", highlight=False)  # fmt: skip
+
+
+def _probe(campaign: Path, target: str) -> None:
+    """``validate --probe``: the campaign's checks and the target's preflight; exit 4 when the
+    target cannot be reached or fails the request, 2 for the campaign's own mistakes."""
+    experiment = load_experiment(campaign, check_target=False)
+    parsed = experiment.variants[0].campaign if experiment else load_campaign(campaign)
+    preflight.check_campaign(parsed)
+    checks = parsed.preflight.model_copy(update={"models": True, "request": True})
+    started = time.monotonic()
+    try:
+        probe.preflight(
+            target,
+            parsed.model_copy(update={"preflight": checks}),
+            parsed.stack.health_timeout_s,
+            _note,
+        )
+    except StackError as exc:
+        sys.stderr.write(f"ramplab: {exc}\n")
+        raise typer.Exit(int(ExitCode.RUN_FAILED)) from None
+    console.print(f"{campaign}: ok — {target} serves {parsed.workload.model or 'its first model'}"
+                  f" and answered one request ({time.monotonic() - started:.1f} s)",
+                  highlight=False)  # fmt: skip
 
 
 def _print_experiment(experiment: Experiment) -> None:

@@ -22,7 +22,10 @@ from ramplab.cli.options import (
     SearchWorkers,
     check_target,
 )
+from ramplab.errors import StackError
+from ramplab.exitcodes import ExitCode
 from ramplab.search.run import SearchRequest, execute_search
+from ramplab.stack import probe
 from ramplab.stack.run import DEFAULT_LOCUSTFILE
 
 __all__ = ["search"]
@@ -69,7 +72,13 @@ def search(
                  "resolution_pct": resolution_pct}  # fmt: skip
         spec = (parsed.search or SearchSpec()).with_flags(given)
         if target is not None:
-            check_target(target)
+            target = check_target(target, lambda text: console.print(f"note: {text}"))
+            try:  # the campaign's preflight before the first probe (docs/cli.md)
+                probe.preflight(target, parsed, parsed.stack.health_timeout_s,
+                                lambda text: console.print(f"note: {text}"))  # fmt: skip
+            except StackError as exc:
+                sys.stderr.write(f"ramplab: {exc}\n")
+                raise typer.Exit(int(ExitCode.RUN_FAILED)) from None
         request = SearchRequest(
             campaign=parsed,
             campaign_text=campaign.read_text(encoding="utf-8"),

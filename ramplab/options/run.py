@@ -44,6 +44,7 @@ class RunOptions:
     slo: RequestSlo
     gates: list[Gate]
     drain_s: float
+    max_error_ratio: float = 0.5  # the error ceiling (results/failures.py)
     outage: Outage | None = None
     admin_token: str = ""
     trace: Path | None = None  # with it, ``arrivals`` is its replay's spec and ``shape`` its own
@@ -109,6 +110,7 @@ def from_options(parsed: Any) -> RunOptions:
         slo=parse_request_slo(get("--ramplab-slo") or None, field="--ramplab-slo"),
         gates=parse_gates(gate_texts, field="--ramplab-gate"),
         drain_s=get("--ramplab-drain"),
+        max_error_ratio=get("--ramplab-max-error-ratio"),
         outage=outage,
         admin_token=admin_token,
         trace=trace,

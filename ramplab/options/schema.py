@@ -315,6 +315,10 @@ OPTIONS: tuple[Option, ...] = (
     # A campaign's gates reach the master through `ramplab run`, which adds its own `--gate`s.
     _ramp("--ramplab-gate", kinds.GATES, None, "';'-separated gates: 'ttft_ms.p99 < 800'",
           "gates"),
+    # Like the gates, the campaign's max_error_ratio reaches the master through `ramplab run`.
+    _ramp("--ramplab-max-error-ratio", kinds.RATIO, 0.5,
+          "exit 3 when more than this share of requests did not succeed (every one failing "
+          "always does)", "max_error_ratio"),
     _ramp("--ramplab-outage", kinds.OUTAGE, None,
           "START+DURATION: outage on the reference target at run time (needs the admin token)",
           "outage", campaign="outage"),

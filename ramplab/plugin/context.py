@@ -28,6 +28,7 @@ from ramplab.measure.sockets import DnsCache, PollFactory
 from ramplab.options.kinds import parse_address
 from ramplab.options.settings import UserSettings
 from ramplab.options.workload import load_file_prompts, workload_of
+from ramplab.results.failures import server_words
 from ramplab.workload.prompts import Messages
 from ramplab.workload.source import Workload
 from ramplab.workload.tokenizers import ApproxTokenizer, Tokenizer, load_tokenizer
@@ -169,15 +170,21 @@ class UserContext:
         return self._model
 
     def _first_model(self) -> str:
+        url = self.host + "/v1/models"
         try:
             headers = {**self.settings.extra_headers, **self.auth.headers()}
-            response = self.client.get(self.host + "/v1/models", headers=headers)
-            response.raise_for_status()
-            return str(response.json()["data"][0]["id"])
-        except (AuthError, httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+            response = self.client.get(url, headers=headers)
+        except (AuthError, httpx.HTTPError) as exc:
+            raise UsageError("--model", f"not given and GET {url} failed: {exc}") from exc
+        if response.status_code >= 400:  # the server's own words, not httpx's
+            words = server_words(response.text) or "(empty body)"
             raise UsageError(
-                "--model", f"not given and GET {self.host}/v1/models failed: {exc}"
-            ) from exc
+                "--model", f"not given and GET {url} → {response.status_code}: {words}"
+            )
+        try:
+            return str(response.json()["data"][0]["id"])
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise UsageError("--model", f"not given and GET {url} listed none: {exc}") from exc
 
     def emit(self, record: RequestRecord) -> None:
         for sink in self.sinks:

@@ -74,6 +74,7 @@ from ramplab.plugin.master import MasterEngine
 from ramplab.plugin.progress import ProgressWriter
 from ramplab.plugin.role import Role
 from ramplab.plugin.worker import WorkerEngine
+from ramplab.results.failures import ceiling_verdict, kinds_text
 from ramplab.results.outcome import exit_code
 from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.selfcheck import generator_warning
@@ -291,8 +292,8 @@ class RamplabPlugin:
 
 def _exit_code(master: MasterEngine, summary: RunSummary | None) -> ExitCode | None:
     """A ramp run's exit code (``results.outcome.exit_code``), with what the user should read first:
-    the outage that could not be scheduled, an empty run, the gate verdicts. ``None``: no
-    ``--results-dir``, nothing was summarised, Locust's own exit code stands."""
+    the outage that could not be scheduled, an empty run, the gate verdicts, the error ceiling.
+    ``None``: no ``--results-dir``, nothing was summarised, Locust's own exit code stands."""
     if master.outage_error is not None:
         sys.stderr.write(f"ramplab: {master.outage_error}\n")
     elif summary is None:
@@ -305,10 +306,15 @@ def _exit_code(master: MasterEngine, summary: RunSummary | None) -> ExitCode | N
         warning = generator_warning(summary)
         if warning is not None:
             sys.stderr.write(f"ramplab: {warning}\n")
+        verdict = ceiling_verdict(summary, master.options.max_error_ratio)
+        if verdict is not None:
+            kinds = kinds_text(summary.error_kinds, summary.errors)
+            sys.stderr.write(f"ramplab: {verdict}: {kinds}\n")
     return exit_code(
         summary,
         usage_error=master.outage_exit == ExitCode.USAGE,
         run_failed=master.outage_exit == ExitCode.RUN_FAILED,
+        max_error_ratio=master.options.max_error_ratio,
     )
 
 

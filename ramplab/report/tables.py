@@ -14,6 +14,7 @@ import numpy as np
 
 from ramplab.results.breakdown import CLIENT_LABELS, SERVER_LABELS, PhaseBreakdown
 from ramplab.results.digest import RunDigest
+from ramplab.results.failures import kinds_text
 from ramplab.results.offered import offered_load
 from ramplab.results.summary import GateVerdict, Percentiles, RunSummary
 
@@ -75,8 +76,8 @@ def _get(step: Mapping[str, Any], path: str) -> Any:
 
 def _cell(step: Mapping[str, Any], path: str, fmt: str) -> str:
     value = _get(step, path)
-    if path == "errors":
-        return ", ".join(f"{k}×{v}" for k, v in sorted(dict(value or {}).items())) or "0"
+    if path == "errors":  # by kind, the statuses inside http_status (``results/failures.py``)
+        return kinds_text(dict(step.get("error_kinds") or {}), dict(value or {}))
     if value is None:
         return "-"
     if path == "target_qps" and step.get("target_users") is not None:

@@ -7,6 +7,7 @@ imports and which import nothing of ramplab).
 from __future__ import annotations
 
 from ramplab.exitcodes import ExitCode
+from ramplab.results.failures import ceiling_verdict
 from ramplab.results.summary import RunSummary
 
 __all__ = ["exit_code"]
@@ -18,6 +19,7 @@ def exit_code(
     interrupted: bool = False,
     usage_error: bool = False,
     run_failed: bool = False,
+    max_error_ratio: float | None = None,
 ) -> ExitCode:
     """The run's exit code, for the master process and the CLI alike.
 
@@ -27,7 +29,9 @@ def exit_code(
     whatever followed it; a failed run makes its numbers untrustworthy, so its gates do not
     count; a run without a single record failed; so did a run where the load generator was the
     bottleneck (``generator_bound``: its figures measured the generator, exit 4 like the search's
-    generator-limited probe); then a gate naming no metric (a typo) outranks a missed one.
+    generator-limited probe); then a gate naming no metric (a typo) outranks a missed one; a
+    run past the error ceiling (``max_error_ratio``, ``results/failures.py``; ``None``: not
+    applied) exits 3 like a missed gate.
     """
     if interrupted:
         return ExitCode.INTERRUPTED
@@ -39,6 +43,8 @@ def exit_code(
         return ExitCode.RUN_FAILED
     if any(v.status == "invalid" for v in summary.gates):
         return ExitCode.USAGE
+    if max_error_ratio is not None and ceiling_verdict(summary, max_error_ratio) is not None:
+        return ExitCode.SLO_MISSED
     if any(v.status == "fail" for v in summary.gates):
         return ExitCode.SLO_MISSED
     return ExitCode.OK

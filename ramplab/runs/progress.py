@@ -21,6 +21,7 @@ from typing import Any
 from rich.table import Table
 
 from ramplab.load.shapes import Shape
+from ramplab.results.failures import kinds_text
 from ramplab.runs.tail import RunTail
 
 __all__ = ["LiveProgress", "StepTally"]
@@ -32,7 +33,8 @@ class StepTally:
 
     sent: int = 0
     ok: int = 0
-    errors: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)  # by error kind
+    statuses: Counter[str] = field(default_factory=Counter)  # failed records' HTTP statuses
 
 
 class LiveProgress:
@@ -71,8 +73,9 @@ class LiveProgress:
         if record.get("ok"):
             tally.ok += 1
         else:
-            status = record.get("status")
-            tally.errors[str(status) if status is not None else str(record.get("error_kind"))] += 1
+            tally.errors[str(record.get("error_kind") or "unknown")] += 1
+            if record.get("status") is not None:
+                tally.statuses[str(record["status"])] += 1
 
     def elapsed(self, now: float | None = None) -> float | None:
         start = self.master.get("run_start")
@@ -109,7 +112,7 @@ class LiveProgress:
             else:
                 state = "done"
             achieved = f"{tally.sent / measured:.2f}" if measured >= 1.0 else "-"
-            errors = ", ".join(f"{k}×{v}" for k, v in sorted(tally.errors.items())) or "-"
+            errors = kinds_text(tally.errors, tally.statuses) if tally.errors else "-"
             table.add_row(
                 str(stage.index), f"{stage.rate:g}", achieved, str(tally.sent),
                 str(dropped[stage.index]) if stage.index < len(dropped) else "-", errors, state,

@@ -3,7 +3,8 @@
 Start order and what "healthy" means:
 
 1. the target: ``GET /readyz`` answers 200 (its Redis is reachable); a target given by URL
-   must accept TCP connections;
+   must accept TCP connections (``probe.reach``: an unresolvable name fails at once, a refused
+   port after 2 s);
 2. extra processes (``extras``), each with its own readiness check — before the master, so that
    a Prometheus among them sees the ramp from its first arrival;
 3. the master: its worker port accepts connections;
@@ -39,11 +40,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import urlsplit
 
 from ramplab.errors import StackError
 from ramplab.runs.rundir import RunDir
 from ramplab.stack.dns import DEFAULT_NAME
+from ramplab.stack.probe import reach
 from ramplab.stack.process import ManagedProcess, ProcessSpec, free_port
 from ramplab.stack.readiness import DnsReady, HttpReady, LogReady, PortReady, Readiness
 
@@ -241,17 +242,9 @@ class LocalStack:
             time.sleep(POLL_S)
 
     def _await_reachable(self, url: str, deadline: float) -> None:
-        """A given target must at least accept connections (any server: no health URL known)."""
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        check = PortReady(port, parts.hostname or "127.0.0.1")
-        while not check.ready():
-            if time.monotonic() > deadline:
-                raise StackError(
-                    "target", f"target {url} not reachable within "
-                    f"{self.config.health_timeout_s:g} s ({check.describe()})", None, "",
-                )  # fmt: skip
-            time.sleep(POLL_S * 5)
+        """A given target must at least accept connections (any server: no health URL known);
+        an unresolvable name or a refused port fails within seconds (``probe.reach``)."""
+        reach(url, max(1.0, deadline - time.monotonic()))
 
     def _await_workers(self, check: Readiness, deadline: float) -> None:
         assert self.master is not None

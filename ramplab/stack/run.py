@@ -26,19 +26,22 @@ from rich.markup import escape
 
 from ramplab import data
 from ramplab.campaign import preflight
-from ramplab.campaign.schema import Campaign
+from ramplab.campaign.schema import Campaign, Preflight
 from ramplab.errors import StackError, UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.report.run import print_steps, write_report
+from ramplab.results.failures import ceiling_verdict, top_kinds
 from ramplab.results.outcome import exit_code
 from ramplab.results.selfcheck import generator_warning
 from ramplab.results.slo import Gate, evaluate_gates, print_gates
 from ramplab.results.summary import RunSummary
+from ramplab.results.writer import load_records
 from ramplab.runs.naming import keep_trace, new_results_dir
 from ramplab.runs.progress import LiveProgress
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
 from ramplab.runs.rundir import RunDir
 from ramplab.runs.signals import Interrupted, SignalGuard, interruptible
+from ramplab.stack import probe
 from ramplab.stack.dns import DEFAULT_NAME
 from ramplab.stack.local import LocalStack, StackConfig
 from ramplab.stack.monitoring import Monitoring, find_prometheus, loopback_address
@@ -73,6 +76,8 @@ class RunRequest:
     linger_s: float = 0.0
     master_bind: tuple[str, int] | None = None  # remote workers (``StackConfig.master_bind``)
     web_port: int | None = None  # with web_ui: this port (None: a free one)
+    preflight: bool = True  # False: --no-preflight (the target is still reached first)
+    max_error_ratio: float | None = None  # --max-error-ratio; None: the campaign's
 
 
 def _stack_config(request: RunRequest, run_dir: Path, gates: list[Gate]) -> StackConfig:
@@ -88,6 +93,7 @@ def _stack_config(request: RunRequest, run_dir: Path, gates: list[Gate]) -> Stac
     args = campaign.locust_args()
     if gates:
         args += ["--ramplab-gate", ";".join(g.text for g in gates)]
+    args += ["--ramplab-max-error-ratio", f"{_ceiling(request):g}"]
     return StackConfig(
         locustfile=request.locustfile,
         run_dir=run_dir,
@@ -158,6 +164,12 @@ class _Outcome:
 def execute(request: RunRequest, console: Console) -> ExitCode:
     """Run the campaign; prints progress and the tables on ``console``, errors on stderr."""
     gates = _check(request)
+    if request.target_url is not None and request.master_bind is None:
+        try:
+            _preflight(request, console)
+        except StackError as exc:
+            sys.stderr.write(f"ramplab: {exc}\n")
+            return ExitCode.RUN_FAILED
     _salt_prefixes(request)
     prometheus_bin = find_prometheus() if request.prometheus else None
     run_dir = new_results_dir(request.results_dir, request.run_name, request.campaign.name)
@@ -172,12 +184,16 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
     summary = None
     if not outcome.failed or (RunDir(run_dir).requests).exists():  # nothing ran: no table
         summary = _summary(run_dir, gates, console, outcome)
+    ceiling = _ceiling(request)
     code = exit_code(
         summary,
         interrupted=outcome.interrupted,
         usage_error=outcome.usage_error,
         run_failed=outcome.run_failed,
+        max_error_ratio=ceiling,
     )
+    if code == ExitCode.SLO_MISSED and summary is not None:
+        _print_ceiling(summary, ceiling, run_dir, console, meta)
     if (
         code == ExitCode.RUN_FAILED
         and not outcome.failed
@@ -192,6 +208,30 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
     return code
 
 
+def _ceiling(request: RunRequest) -> float:
+    """The error ceiling: ``--max-error-ratio``, else the campaign's ``max_error_ratio``."""
+    if request.max_error_ratio is not None:
+        return request.max_error_ratio
+    return request.campaign.max_error_ratio
+
+
+def _print_ceiling(
+    summary: RunSummary, ceiling: float, run_dir: Path, console: Console, meta: dict[str, Any]
+) -> None:
+    """The error ceiling's verdict with the top error kinds, one server message each."""
+    verdict = ceiling_verdict(summary, ceiling)
+    if verdict is None:
+        return
+    try:
+        kinds = top_kinds(load_records(RunDir(run_dir).requests))
+    except (OSError, ValueError):
+        kinds = []
+    meta["error_ceiling"] = {"verdict": verdict, "top_kinds": kinds}
+    console.print(f"[red]{escape(verdict)}[/]", highlight=False)
+    for line in kinds:
+        console.print(f"  {escape(line)}", highlight=False)
+
+
 def _check(request: RunRequest) -> list[Gate]:
     """Everything that can be refused before a run directory exists; the run's gates."""
     gates = [*preflight.check_campaign(request.campaign), *request.gates]
@@ -201,6 +241,28 @@ def _check(request: RunRequest) -> list[Gate]:
     if request.linger_s and not (request.metrics or request.prometheus):
         raise UsageError("--linger", "keeps the exporters up: give --metrics or --prometheus")
     return gates
+
+
+def _preflight(request: RunRequest, console: Console) -> None:
+    """The target reached, its models and one real request (``ramplab.stack.probe``) before a
+    run directory exists; a ``CampaignError`` (exit 2) or ``StackError`` (exit 4) otherwise."""
+    assert request.target_url is not None
+    campaign = request.campaign
+    if not request.preflight:
+        campaign = campaign.model_copy(update={"preflight": Preflight(models=False, request=False)})
+    started = time.monotonic()
+    probe.preflight(
+        request.target_url,
+        campaign,
+        campaign.stack.health_timeout_s,
+        lambda text: console.print(f"[yellow]note:[/] {escape(text)}"),
+    )
+    checks = campaign.preflight
+    if checks.models or checks.request:
+        done = [n for n, on in (("model listed", checks.models), ("one request", checks.request))
+                if on]  # fmt: skip
+        console.print(f"  preflight: {', '.join(done)} ok ({time.monotonic() - started:.1f} s)",
+                      highlight=False)  # fmt: skip
 
 
 def _salt_prefixes(request: RunRequest) -> None:
@@ -279,7 +341,7 @@ def _run_stack(
         finally:
             guard.stopping = True
             meta["processes"] = {p.name: p.pid for p in stack.processes}
-            dead = [w.name for w in stack.dead_workers()]
+            dead = [(w.name, _last_words(w.log_tail(200))) for w in stack.dead_workers()]
             meta["exit_codes"] = stack.stop()
         outcome.interrupted = outcome.interrupted or guard.received is not None
     _process_failures(outcome, dead, master_code, run_dir, console)
@@ -325,15 +387,36 @@ def _generator_bound(run_dir: Path) -> bool:
         return False
 
 
+def _last_words(log: str) -> str | None:
+    """What a Locust process said as it died: its last ``ramplab: …`` line (the plugin's fatal
+    message, ``plugin.fail``), else the last line of a traceback."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    ours = [line for line in lines if line.startswith("ramplab: ")]
+    if ours:
+        return ours[-1].removeprefix("ramplab: ")
+    if any(line.startswith("Traceback") for line in lines):
+        return lines[-1]
+    return None
+
+
 def _process_failures(
-    outcome: _Outcome, dead: list[str], master_code: int | None, run_dir: Path, console: Console
+    outcome: _Outcome,
+    dead: list[tuple[str, str | None]],
+    master_code: int | None,
+    run_dir: Path,
+    console: Console,
 ) -> None:
     """Workers that died and a master that exited with an error fail the run, unless an
-    earlier cause (or an interrupt) already explains the end."""
+    earlier cause (or an interrupt) already explains the end. A dead worker's own message is
+    printed with its name: it is the cause, and otherwise only in its log."""
     if outcome.failed or outcome.interrupted:
         return
     if dead:
-        console.print(f"[red]workers died during the run: {', '.join(dead)}[/]")
+        names = ", ".join(name for name, _ in dead)
+        console.print(f"[red]workers died during the run: {names}[/] (logs: {run_dir}/logs)")
+        for name, words in dead:
+            if words is not None:
+                console.print(f"  {name}: {escape(words)}", highlight=False)
         outcome.fail(ExitCode.RUN_FAILED)
     elif master_code not in (None, 0, 3) and not (master_code == 4 and _generator_bound(run_dir)):
         console.print(f"[red]the master exited with code {master_code}[/] (log: {run_dir}/logs)")
