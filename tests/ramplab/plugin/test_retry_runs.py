@@ -43,12 +43,19 @@ def set_faults(target: TargetProcess, **faults: Any) -> None:
 
 
 def retry_run(
-    target: TargetProcess, tmp: Path, retry: dict[str, Any] | str, *extra: str
+    target: TargetProcess,
+    tmp: Path,
+    retry: dict[str, Any] | str,
+    *extra: str,
+    returncode: int = 0,
 ) -> RampRun:
     spec = retry if isinstance(retry, str) else json.dumps(retry)
     run = run_ramp(tmp, target.url, [*SHAPE, "--ramplab-retry", spec, *extra])
-    assert run.returncode == 0, run.tail()
+    assert run.returncode == returncode, run.tail()
     return run
+
+
+EVERY_REQUEST_FAILED = 3  # the error ceiling: a run where nothing succeeded exits 3
 
 
 def waits(run: RampRun) -> list[tuple[int, float, dict[str, Any], dict[str, Any]]]:
@@ -199,7 +206,8 @@ def test_budget_caps_retries(target: TargetProcess, tmp_path: Path) -> None:
         "max_attempts": 4,
         "budget": {"ratio": 0.1, "min_per_s": 0, "ttl_s": 30},
     }
-    run = retry_run(target, tmp_path, spec)
+    run = retry_run(target, tmp_path, spec, returncode=EVERY_REQUEST_FAILED)
+    assert "every request failed" in run.logs["master"]
     records = run.records
     retries = sum(r["attempts"] - 1 for r in records)
     assert all(not r["ok"] for r in records)
@@ -214,7 +222,12 @@ def test_adaptive_throttle_rejects_locally(target: TargetProcess, tmp_path: Path
     # A hard outage: nothing is accepted, so p_reject = requests / (requests + 1) and the
     # client sends ~ Σ 1/(n+1) ≈ ln(N) + 0.58 attempts of N (SRE throttling, K = 2).
     set_faults(target, ratio_503=1.0, retry_after_s=0.05)
-    run = retry_run(target, tmp_path, {"policy": "none", "throttle": {"k": 2}})
+    run = retry_run(
+        target,
+        tmp_path,
+        {"policy": "none", "throttle": {"k": 2}},
+        returncode=EVERY_REQUEST_FAILED,
+    )
     records = run.records
     throttled = [r for r in records if r["error_kind"] == "client_throttled"]
     sent = [r for r in records if r["attempts"] > 0]
