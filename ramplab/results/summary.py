@@ -234,6 +234,7 @@ class RunSummary(Figures):
     lost: int | None = None
     unaccounted: int | None = None
     incomplete: tuple[str, ...] = ()
+    corrupt_records: int = 0  # lines of requests.jsonl skipped as not records
 
     def to_json(self) -> dict[str, Any]:
         """The ``summary.json`` form (plain JSON values; what gates are evaluated on)."""

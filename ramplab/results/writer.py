@@ -61,11 +61,26 @@ def record_from_dict(data: dict[str, Any]) -> RequestRecord:
 
 
 def load_records(path: Path) -> list[RequestRecord]:
-    """Every complete record of a ``requests.jsonl``; a torn last line (a crash) is skipped."""
+    """Every complete record of a ``requests.jsonl``; a torn last line (a crash) and corrupt
+    lines are skipped (``read_records`` counts them)."""
+    return read_records(path)[0]
+
+
+def read_records(path: Path) -> tuple[list[RequestRecord], int]:
+    """Every complete record of a ``requests.jsonl`` and the number of corrupt lines skipped (a
+    line that is not a record: a disk that filled mid-line, a crash, a hand edit). A torn last
+    line is not counted: a killed writer leaves one, and it was never a whole record."""
     records = []
+    corrupt = 0
     with Path(path).open("rb") as handle:
         for line in handle:
             if not line.endswith(b"\n"):
                 break
-            records.append(record_from_dict(orjson.loads(line)))
-    return records
+            if not line.strip():
+                continue
+            try:
+                data = orjson.loads(line)
+                records.append(record_from_dict(data))
+            except (ValueError, TypeError, AttributeError):
+                corrupt += 1
+    return records, corrupt
