@@ -24,6 +24,7 @@ from ramplab.errors import (
     RetryConfigError,
     ShapeError,
     StackError,
+    StorageError,
     UsageError,
 )
 from ramplab.exitcodes import ExitCode
@@ -63,6 +64,7 @@ __all__ = [
     "RetryableError",
     "ShapeError",
     "StackError",
+    "StorageError",
     "UsageError",
     "__version__",
 ]

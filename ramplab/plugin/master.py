@@ -64,8 +64,10 @@ class MasterEngine:
         )
         self.users = 0
         self.outage_end_epoch: float | None = None
-        self.outage_error: str | None = None  # the run stops at once when set
-        self.outage_exit = ExitCode.OK
+        # The run stops at once when set: an outage that could not be scheduled, a results
+        # file that could not be written (``abort``).
+        self.stop_error: str | None = None
+        self.stop_exit = ExitCode.OK
         self._watcher: gevent.Greenlet | None = None
         self.clocks: ClockProbe | None = None  # set by the plugin on a master with workers
 
@@ -107,12 +109,18 @@ class MasterEngine:
                 host, self.options.admin_token, outage, run_start
             )
         except UsageError as exc:
-            self.outage_error, self.outage_exit = str(exc), ExitCode.USAGE
-            log.error("%s", self.outage_error)
+            self.stop_error, self.stop_exit = str(exc), ExitCode.USAGE
+            log.error("%s", self.stop_error)
         except (RuntimeError, httpx.HTTPError) as exc:
-            self.outage_error = f"scheduling the outage on {host} failed: {exc}"
-            self.outage_exit = ExitCode.RUN_FAILED
-            log.error("%s", self.outage_error)
+            self.stop_error = f"scheduling the outage on {host} failed: {exc}"
+            self.stop_exit = ExitCode.RUN_FAILED
+            log.error("%s", self.stop_error)
+
+    def abort(self, message: str, code: ExitCode) -> None:
+        """Stop the run at the shape's next tick (within a second), exit with ``code``; the
+        first cause stands."""
+        if self.stop_error is None:
+            self.stop_error, self.stop_exit = message, code
 
     def broadcast(self) -> None:
         assert self.plan is not None
@@ -167,7 +175,7 @@ class MasterEngine:
         return self.users
 
     def finished(self, elapsed: float) -> bool:
-        if self.outage_error is not None:
+        if self.stop_error is not None:
             return True
         if elapsed < self.shape.duration_s:
             return False

@@ -1,19 +1,25 @@
 """Run results: ``requests.jsonl`` written as requests finish, and ``summary.json`` at the end.
 
 Each record is appended and flushed the moment its request completes, so a killed run loses
-nothing it measured (at worst the one line being written). The summary is not accumulated
+nothing it measured (at worst the one line being written). A write that fails (a full disk) is
+not raised into whoever handed in the record: the writer keeps the first ``StorageError``, calls
+``on_failure`` once (the master stops the run) and refuses later records, counting them. The
+summary is not accumulated
 here: ``ramplab.results.producer`` builds it from this file, the same way for a plain run, the
 ramp master and a rebuild.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
 
+from ramplab.errors import StorageError
 from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.results.summary import RunSummary
 
@@ -29,14 +35,28 @@ class ResultsWriter:
         self._file: TextIO = self.requests_path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
         self.written = 0
+        self.refused = 0  # records not written: the write failed, or came after a failure
+        self.failure: StorageError | None = None
+        self.on_failure: Callable[[StorageError], None] | None = None
 
     def write(self, record: RequestRecord | dict[str, Any]) -> None:
         data = record.to_dict() if isinstance(record, RequestRecord) else record
         line = orjson.dumps(data).decode() + "\n"
         with self._lock:
-            self._file.write(line)
-            self._file.flush()
-            self.written += 1
+            if self.failure is not None:
+                self.refused += 1
+                return
+            try:
+                self._file.write(line)
+                self._file.flush()
+            except OSError as exc:
+                self.refused += 1
+                self.failure = StorageError.of(exc, self.requests_path)
+            else:
+                self.written += 1
+                return
+        if self.on_failure is not None:
+            self.on_failure(self.failure)
 
     def write_summary(self, summary: RunSummary) -> None:
         summary.write(self.summary_path)
@@ -44,7 +64,9 @@ class ResultsWriter:
     def close(self) -> None:
         with self._lock:
             if not self._file.closed:
-                self._file.close()
+                # The buffered tail of a failed write fails again here: already reported.
+                with contextlib.suppress(OSError):
+                    self._file.close()
 
 
 def record_from_dict(data: dict[str, Any]) -> RequestRecord:

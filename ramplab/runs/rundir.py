@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ramplab.errors import StorageError
 from ramplab.results.summary import RunSummary
 from ramplab.results.writer import ResultsWriter
 
@@ -34,10 +35,16 @@ __all__ = ["ExperimentDir", "RunDir", "write_atomically"]
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """``text`` into ``path`` through a temporary file: a reader never sees half a file."""
+    """``text`` into ``path`` through a temporary file in the same directory: a reader never
+    sees half a file, and a full disk leaves the old file (or none), never an empty one.
+    ``StorageError`` names the path and the OS's reason."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StorageError.of(exc, path) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +128,7 @@ class RunDir:
         return data if isinstance(data, dict) else {}
 
     def write_run_json(self, meta: dict[str, Any]) -> None:
-        self.run_json.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        write_atomically(self.run_json, json.dumps(meta, indent=2) + "\n")
 
 
 @dataclass(frozen=True, slots=True)

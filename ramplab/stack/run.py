@@ -9,7 +9,6 @@ campaign, a gate, a setting the target or Locust refused), 3 a gate missed, 4 th
 
 from __future__ import annotations
 
-import json
 import secrets
 import shlex
 import sys
@@ -27,7 +26,7 @@ from rich.markup import escape
 from ramplab import data
 from ramplab.campaign import preflight
 from ramplab.campaign.schema import Campaign
-from ramplab.errors import StackError, UsageError
+from ramplab.errors import StackError, StorageError, UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.report.run import print_steps, write_report
 from ramplab.results.outcome import exit_code
@@ -37,7 +36,7 @@ from ramplab.results.summary import RunSummary
 from ramplab.runs.naming import keep_trace, new_results_dir
 from ramplab.runs.progress import LiveProgress
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
-from ramplab.runs.rundir import RunDir
+from ramplab.runs.rundir import RunDir, write_atomically
 from ramplab.runs.signals import Interrupted, SignalGuard, interruptible
 from ramplab.stack.dns import DEFAULT_NAME
 from ramplab.stack.local import LocalStack, StackConfig
@@ -134,7 +133,7 @@ def _monitoring(
 
 
 def _write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
-    (RunDir(run_dir).run_json).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    RunDir(run_dir).write_run_json(meta)
 
 
 @dataclass(slots=True)
@@ -162,13 +161,31 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
     prometheus_bin = find_prometheus() if request.prometheus else None
     run_dir = new_results_dir(request.results_dir, request.run_name, request.campaign.name)
     (run_dir / "logs").mkdir()
-    (run_dir / CAMPAIGN_FILE).write_text(request.campaign_text, encoding="utf-8")
+    write_atomically(run_dir / CAMPAIGN_FILE, request.campaign_text)
     keep_trace(run_dir, request.campaign, request.campaign_text)
     config = _stack_config(request, run_dir, gates)
     monitoring = _monitoring(request, run_dir, config, prometheus_bin)
     meta = _start_meta(request, config, monitoring, run_dir, console)
     _announce(request, run_dir, config, console)
     outcome = _run_stack(request, LocalStack(config), monitoring, run_dir, meta, console)
+    try:
+        return _finish(request, run_dir, gates, meta, outcome, console)
+    except StorageError as exc:
+        # The master's own words when it stopped on a failed write (its records file), else
+        # the write that failed here; the records written are kept for ``ramplab report``.
+        raise _storage_fault(run_dir) or exc from None
+
+
+def _finish(
+    request: RunRequest,
+    run_dir: Path,
+    gates: list[Gate],
+    meta: dict[str, Any],
+    outcome: _Outcome,
+    console: Console,
+) -> ExitCode:
+    """The summary (rebuilt when the master wrote none), the report, ``run.json``'s end; the
+    run's exit code."""
     summary = None
     if not outcome.failed or (RunDir(run_dir).requests).exists():  # nothing ran: no table
         summary = _summary(run_dir, gates, console, outcome)
@@ -190,6 +207,23 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
         write_report(run_dir, summary, summary.gates)
     console.print(f"results: {run_dir} (exit code {int(code)})")
     return code
+
+
+def _storage_fault(run_dir: Path) -> StorageError | None:
+    """The write failure the master reported in its log (``ramplab: results disk full: ...``),
+    when its log has it."""
+    log = run_dir / "logs" / "master.log"
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        for what in ("results disk full: ", "cannot write results: "):
+            head = f"ramplab: {what}"
+            if line.startswith(head) and line.endswith(")") and " (" in line:
+                path, _, reason = line[len(head) : -1].rpartition(" (")
+                return StorageError(path, reason, full=what.startswith("results disk"))
+    return None
 
 
 def _check(request: RunRequest) -> list[Gate]:
@@ -334,6 +368,9 @@ def _process_failures(
         return
     if dead:
         console.print(f"[red]workers died during the run: {', '.join(dead)}[/]")
+        outcome.fail(ExitCode.RUN_FAILED)
+    elif master_code == 4 and (fault := _storage_fault(run_dir)) is not None:
+        console.print(f"[red]the master stopped the run: {escape(str(fault))}[/]")
         outcome.fail(ExitCode.RUN_FAILED)
     elif master_code not in (None, 0, 3) and not (master_code == 4 and _generator_bound(run_dir)):
         console.print(f"[red]the master exited with code {master_code}[/] (log: {run_dir}/logs)")
