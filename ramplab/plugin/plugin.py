@@ -79,7 +79,7 @@ from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.selfcheck import generator_warning
 from ramplab.results.slo import RequestSlo, print_gates
 from ramplab.results.summary import RunSummary
-from ramplab.results.writer import ResultsWriter, load_records
+from ramplab.results.writer import RESERVE_BYTES, ResultsWriter, load_records
 from ramplab.retry.config import RetrySetup
 from ramplab.runs.rundir import RunDir
 
@@ -141,7 +141,7 @@ class RamplabPlugin:
             self.forwarder = Forwarder(runner)
         elif settings.results_dir is not None:
             try:
-                self.writer = RunDir(settings.results_dir).open_writer()
+                self.writer = RunDir(settings.results_dir).open_writer(RESERVE_BYTES)
             except OSError as exc:
                 where = str(settings.results_dir)
                 raise UsageError("", f"--results-dir {where!r}: {exc.strerror}") from None

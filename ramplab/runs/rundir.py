@@ -8,6 +8,7 @@ this one (the records writer, the report's digest) take the paths as arguments.
     campaign.yaml       the campaign exactly as run (its text, not a re-serialisation)
     run.json            the run's facts: target, seed, workers, versions, options
     requests.jsonl      one record per request dispatched, written as each one ends
+    requests.jsonl.reserve  while the master runs: room held for its last writes on a full disk
     progress.json       the master's last progress snapshot (live, and for a rebuild)
     summary.json        the typed summary (``ramplab.results.summary.RunSummary``)
     report.md           the report, readable on its own
@@ -29,7 +30,7 @@ from typing import Any
 
 from ramplab.errors import StorageError
 from ramplab.results.summary import RunSummary
-from ramplab.results.writer import ResultsWriter
+from ramplab.results.writer import ResultsWriter, reserve_of
 
 __all__ = ["ExperimentDir", "RunDir", "write_atomically"]
 
@@ -99,9 +100,14 @@ class RunDir:
     def search(self) -> Path:
         return self.path / self.SEARCH
 
-    def open_writer(self) -> ResultsWriter:
-        """The records writer of this run (the directory is made when missing)."""
-        return ResultsWriter(self.requests, self.summary)
+    def open_writer(self, reserve_bytes: int = 0) -> ResultsWriter:
+        """The records writer of this run (the directory is made when missing); with
+        ``reserve_bytes``, a ballast the first failed write frees (``ResultsWriter``)."""
+        return ResultsWriter(self.requests, self.summary, reserve_bytes)
+
+    def drop_reserve(self) -> None:
+        """Delete the writer's ballast file that a killed master left behind."""
+        reserve_of(self.requests).unlink(missing_ok=True)
 
     def has_records(self) -> bool:
         return self.requests.exists()

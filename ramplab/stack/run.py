@@ -186,6 +186,7 @@ def _finish(
 ) -> ExitCode:
     """The summary (rebuilt when the master wrote none), the report, ``run.json``'s end; the
     run's exit code."""
+    RunDir(run_dir).drop_reserve()
     summary = None
     if not outcome.failed or (RunDir(run_dir).requests).exists():  # nothing ran: no table
         summary = _summary(run_dir, gates, console, outcome)
