@@ -67,6 +67,7 @@ class MasterEngine:
         # The run stops at once when set: an outage that could not be scheduled, a results
         # file that could not be written (``abort``).
         self.stop_error: str | None = None
+        self.stopped_at: float | None = None  # epoch seconds of an ``abort``
         self.stop_exit = ExitCode.OK
         self._watcher: gevent.Greenlet | None = None
         self.clocks: ClockProbe | None = None  # set by the plugin on a master with workers
@@ -121,6 +122,7 @@ class MasterEngine:
         first cause stands."""
         if self.stop_error is None:
             self.stop_error, self.stop_exit = message, code
+            self.stopped_at = time.time()
 
     def broadcast(self) -> None:
         assert self.plan is not None
@@ -197,7 +199,8 @@ class MasterEngine:
         A run stopped before its schedule ended (Ctrl-C, SIGTERM, an outage that could not be
         scheduled) is summarised over what ran: the stages before the stop, the cut one ending
         there, so rates divide by the time that ran and no step that never ran shows 0 QPS."""
-        stopped_at_s: float | None = time.time() - plan.start_epoch
+        # An aborted run (a results file that could not be written) stopped when it failed.
+        stopped_at_s: float | None = (self.stopped_at or time.time()) - plan.start_epoch
         shape: Shape | None = self.shape
         if stopped_at_s is not None and stopped_at_s < self.shape.duration_s:
             shape = truncated(self.shape, stopped_at_s)

@@ -137,8 +137,8 @@ def rebuild_summary(
 ) -> RunSummary:
     """The summary from ``requests.jsonl``, the saved campaign and ``progress.json``; with
     ``stopped_at_s`` (an interrupted run) over the measured windows that ran before it. A
-    ``crashed`` run (its master wrote no summary) is cut at its last record's end, the same way,
-    when that falls before the schedule's end. Corrupt lines are skipped and counted. The
+    ``crashed`` run (its master wrote no summary) that died mid-run (no final progress snapshot)
+    is cut at its last record's end, the same way, when that falls before the schedule's end. Corrupt lines are skipped and counted. The
     ``gates`` are evaluated on it (the master's verdicts are lost with its summary)."""
     requests = RunDir(run_dir).requests
     if not requests.is_file():
@@ -147,7 +147,9 @@ def rebuild_summary(
     try:
         campaign = load_campaign(run_dir / CAMPAIGN_FILE)
         progress = _progress(run_dir)
-        if crashed and stopped_at_s is None:
+        # A master that ended its run writes a final progress snapshot: without one it died
+        # mid-run, and its records end where it did.
+        if crashed and stopped_at_s is None and not progress.get("final"):
             last = last_record_end_s(records, float(progress["run_start"]))
             if last is None or last < campaign.load_shape.duration_s:
                 stopped_at_s = max(0.0, last or 0.0)
