@@ -138,8 +138,9 @@ def rebuild_summary(
     """The summary from ``requests.jsonl``, the saved campaign and ``progress.json``; with
     ``stopped_at_s`` (an interrupted run) over the measured windows that ran before it. A
     ``crashed`` run (its master wrote no summary) that died mid-run (no final progress snapshot)
-    is cut at its last record's end, the same way, when that falls before the schedule's end. Corrupt lines are skipped and counted. The
-    ``gates`` are evaluated on it (the master's verdicts are lost with its summary)."""
+    is cut at its last record's end, the same way, when that falls before the schedule's end.
+    Corrupt lines are skipped and counted. The ``gates`` are evaluated on it (the master's
+    verdicts are lost with its summary)."""
     requests = RunDir(run_dir).requests
     if not requests.is_file():
         raise UsageError("RUN_DIR", f"{run_dir} has neither summary.json nor requests.jsonl")
