@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -128,6 +128,17 @@ def read_records(path: Path) -> tuple[list[RequestRecord], int]:
     line is not counted: a killed writer leaves one, and it was never a whole record."""
     records = []
     corrupt = 0
+    for record in scan_records(path):
+        if record is None:
+            corrupt += 1
+        else:
+            records.append(record)
+    return records, corrupt
+
+
+def scan_records(path: Path) -> Iterator[RequestRecord | None]:
+    """Each line of a ``requests.jsonl`` as a record, ``None`` for a corrupt one; a torn last
+    line (a crash) and blank lines are passed over."""
     with Path(path).open("rb") as handle:
         for line in handle:
             if not line.endswith(b"\n"):
@@ -135,8 +146,6 @@ def read_records(path: Path) -> tuple[list[RequestRecord], int]:
             if not line.strip():
                 continue
             try:
-                data = orjson.loads(line)
-                records.append(record_from_dict(data))
+                yield record_from_dict(orjson.loads(line))
             except (ValueError, TypeError, AttributeError):
-                corrupt += 1
-    return records, corrupt
+                yield None
