@@ -463,9 +463,11 @@ def _summary(
         return None
     title = "per-step summary"
     if summary.stopped_at_s is not None:
-        title += f" (interrupted after {summary.stopped_at_s:.1f} s)"
+        how = "interrupted" if outcome.interrupted else "stopped"
+        title += f" ({how} after {summary.stopped_at_s:.1f} s)"
+    if outcome.interrupted:  # interrupted_summary wrote it
         console.print("[yellow]summary.json rebuilt from requests.jsonl over what ran[/]")
-    elif summary.rebuilt:
+    elif summary.rebuilt:  # the master wrote none (killed mid-run: cut at its last record)
         summary.write(RunDir(run_dir).summary)
         console.print("[yellow]summary.json rebuilt from requests.jsonl[/]")
     if gates and not summary.gates:
