@@ -204,4 +204,4 @@ def load_summary(
     if not rebuild_if_missing:
         raise UsageError("RUN_DIR", f"{run_dir} has no summary.json")
     # No summary.json: the master never wrote it (killed, or its disk filled up).
-    return rebuild_summary(run_dir, gates=gates, crashed=True)
+    return rebuild_summary(run_dir, gates=gates, crashed=not path.is_file())
