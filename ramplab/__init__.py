@@ -25,6 +25,7 @@ from ramplab.errors import (
     RetryConfigError,
     ShapeError,
     StackError,
+    StorageError,
     UsageError,
 )
 from ramplab.exitcodes import ExitCode
@@ -65,6 +66,7 @@ __all__ = [
     "RetryableError",
     "ShapeError",
     "StackError",
+    "StorageError",
     "UsageError",
     "__version__",
 ]

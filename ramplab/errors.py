@@ -20,7 +20,9 @@
         ├── IntegrityError    a response's content does not match its signature or seed
         ├── MalformedResponse a response that breaks HTTP/1.1's syntax or framing
         │                     (``measure.http11``; recorded as ``protocol_error``)
-        └── StackError        a process of the local stack did not come up (``ramplab.stack.local``)
+        ├── StackError        a process of the local stack did not come up (``ramplab.stack.local``)
+        └── StorageError      a results file could not be written (a full disk): the run stops,
+                              what was written is kept, the CLI exits 4 naming the path
 
 Every ``UsageError`` names the offending field and value in its message (``field`` holds the
 dotted field name on its own) so a CLI can print it without a traceback.
@@ -35,6 +37,9 @@ may swallow (``ramplab.runs.signals.Interrupted``: Ctrl-C during a run or a sear
 """
 
 from __future__ import annotations
+
+import errno
+from pathlib import Path
 
 __all__ = [
     "AuthError",
@@ -52,6 +57,7 @@ __all__ = [
     "RetryableError",
     "ShapeError",
     "StackError",
+    "StorageError",
     "UsageError",
 ]
 
@@ -146,3 +152,28 @@ class StackError(FatalError):
         self.exit_code = exit_code
         self.log_tail = log_tail
         super().__init__(message)
+
+
+class StorageError(FatalError):
+    """A results file could not be written; ``path`` and ``reason`` (the OS's words) name it.
+    Not a ``UsageError``: the input was fine, the disk was not (exit code 4, never 2)."""
+
+    def __init__(self, path: Path | str, reason: str, *, full: bool = False) -> None:
+        self.path = str(path)
+        self.reason = reason
+        self.full = full
+        what = "results disk full" if full else "cannot write results"
+        super().__init__(f"{what}: {self.path} ({reason})")
+
+    @staticmethod
+    def is_storage(exc: OSError) -> bool:
+        """A write failure of the disk itself (full, over quota, I/O error), not of the input
+        (a missing directory, a permission)."""
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO)
+
+    @classmethod
+    def of(cls, exc: OSError, path: Path | str | None = None) -> StorageError:
+        """The error for ``exc``, raised while writing ``path`` (default: the error's file)."""
+        where = path if path is not None else (exc.filename or "?")
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        return cls(where, exc.strerror or str(exc), full=full)

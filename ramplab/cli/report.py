@@ -9,7 +9,7 @@ import typer
 
 from ramplab.campaign.fail_if import parse_conditions
 from ramplab.cli.console import console
-from ramplab.cli.errors import user_errors
+from ramplab.cli.errors import storage_errors, user_errors
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.experiment.compare import compare as compare_groups
@@ -45,30 +45,31 @@ def report(
 
     With ``--gate`` the given gates are evaluated on the saved summary and decide the exit code;
     without, the verdicts the run recorded are shown again and the exit code is 0."""
-    with user_errors():
-        if not run_dir.is_dir():
-            raise UsageError("RUN_DIR", f"{run_dir} is not a directory")
-        if RunDir(run_dir).is_search():  # a search: its probe table and answer
-            print_search(read_search(run_dir), console)
-            raise typer.Exit(0)
-        gates = parse_gates(gate or [], field="--gate")
-        if (run_dir / MANIFEST).is_file():
-            raise typer.Exit(int(report_experiment(run_dir, gates, console, analyse)))
-        summary = load_summary(run_dir)
-    if summary.rebuilt:
-        RunDir(run_dir).write_summary(summary)
-        console.print("[yellow]summary.json rebuilt from requests.jsonl[/]")
-    print_steps(summary, console)
-    code = ExitCode.OK
-    verdicts = summary.gates
-    if gates:
-        verdicts = evaluate_gates(gates, summary.to_json())
-        code = exit_code(summary.model_copy(update={"gates": verdicts}))
-    if verdicts:
-        print_gates(verdicts, console)
-    out = write_report(run_dir, summary, verdicts)
-    console.print(f"report: {out}")
-    raise typer.Exit(int(code))
+    with storage_errors():
+        with user_errors():
+            if not run_dir.is_dir():
+                raise UsageError("RUN_DIR", f"{run_dir} is not a directory")
+            if RunDir(run_dir).is_search():  # a search: its probe table and answer
+                print_search(read_search(run_dir), console)
+                raise typer.Exit(0)
+            gates = parse_gates(gate or [], field="--gate")
+            if (run_dir / MANIFEST).is_file():
+                raise typer.Exit(int(report_experiment(run_dir, gates, console, analyse)))
+            summary = load_summary(run_dir)
+        if summary.rebuilt:
+            RunDir(run_dir).write_summary(summary)
+            console.print("[yellow]summary.json rebuilt from requests.jsonl[/]")
+        print_steps(summary, console)
+        code = ExitCode.OK
+        verdicts = summary.gates
+        if gates:
+            verdicts = evaluate_gates(gates, summary.to_json())
+            code = exit_code(summary.model_copy(update={"gates": verdicts}))
+        if verdicts:
+            print_gates(verdicts, console)
+        out = write_report(run_dir, summary, verdicts)
+        console.print(f"report: {out}")
+        raise typer.Exit(int(code))
 
 
 def compare(

@@ -17,7 +17,7 @@ from ramplab.campaign import preflight
 from ramplab.campaign.schema import load_campaign
 from ramplab.campaign.variants import Experiment, load_experiment
 from ramplab.cli.console import console
-from ramplab.cli.errors import user_errors
+from ramplab.cli.errors import storage_errors, user_errors
 from ramplab.cli.options import (
     CampaignArg,
     Locustfile,
@@ -122,7 +122,7 @@ def run(
 
     A campaign with variants (matrix/variants/repeat) is an experiment: every run under one
     directory, interleaved, then the comparison."""
-    with user_errors():
+    with storage_errors(), user_errors():
         if target is not None:
             target = check_target(target, _note)
         gates = parse_gates(gate or [], field="--gate")

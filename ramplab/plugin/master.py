@@ -66,8 +66,11 @@ class MasterEngine:
         )
         self.users = 0
         self.outage_end_epoch: float | None = None
-        self.outage_error: str | None = None  # the run stops at once when set
-        self.outage_exit = ExitCode.OK
+        # The run stops at once when set: an outage that could not be scheduled, a results
+        # file that could not be written (``abort``).
+        self.stop_error: str | None = None
+        self.stopped_at: float | None = None  # epoch seconds of an ``abort``
+        self.stop_exit = ExitCode.OK
         self._watcher: gevent.Greenlet | None = None
         self.clocks: ClockProbe | None = None  # set by the plugin on a master with workers
 
@@ -109,12 +112,19 @@ class MasterEngine:
                 host, self.options.admin_token, outage, run_start
             )
         except UsageError as exc:
-            self.outage_error, self.outage_exit = str(exc), ExitCode.USAGE
-            log.error("%s", self.outage_error)
+            self.stop_error, self.stop_exit = str(exc), ExitCode.USAGE
+            log.error("%s", self.stop_error)
         except (RuntimeError, httpx.HTTPError) as exc:
-            self.outage_error = f"scheduling the outage on {host} failed: {exc}"
-            self.outage_exit = ExitCode.RUN_FAILED
-            log.error("%s", self.outage_error)
+            self.stop_error = f"scheduling the outage on {host} failed: {exc}"
+            self.stop_exit = ExitCode.RUN_FAILED
+            log.error("%s", self.stop_error)
+
+    def abort(self, message: str, code: ExitCode) -> None:
+        """Stop the run at the shape's next tick (within a second), exit with ``code``; the
+        first cause stands."""
+        if self.stop_error is None:
+            self.stop_error, self.stop_exit = message, code
+            self.stopped_at = time.time()
 
     def broadcast(self) -> None:
         assert self.plan is not None
@@ -169,7 +179,7 @@ class MasterEngine:
         return self.users
 
     def finished(self, elapsed: float) -> bool:
-        if self.outage_error is not None:
+        if self.stop_error is not None:
             return True
         if elapsed < self.shape.duration_s:
             return False
@@ -238,9 +248,11 @@ class MasterEngine:
         scheduled) is summarised over what ran: the stages before the stop, the cut one ending
         there, so rates divide by the time that ran and no step that never ran shows 0 QPS."""
         # Where the workers stopped dispatching (the last of them), not when the summary is
-        # made: arrivals due in between were never the workers' to send.
+        # made: arrivals due in between were never the workers' to send. An aborted run (a
+        # results file that could not be written) stopped when it failed.
         stops = [float(p["stopped_at"]) for p in self.progress.values() if p.get("stopped_at")]
-        stopped_at_s: float | None = (max(stops) if stops else time.time()) - plan.start_epoch
+        stop_epoch = self.stopped_at or (max(stops) if stops else time.time())
+        stopped_at_s: float | None = stop_epoch - plan.start_epoch
         shape: Shape | None = self.shape
         if stopped_at_s is not None and stopped_at_s < self.shape.duration_s:
             shape = truncated(self.shape, stopped_at_s)

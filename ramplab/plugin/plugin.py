@@ -58,7 +58,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from ramplab import options
-from ramplab.errors import UsageError
+from ramplab.errors import StorageError, UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.load.plan import PLAN_MESSAGE, PROGRESS_MESSAGE, Plan
 from ramplab.measure.sockets import PollFactory
@@ -80,7 +80,7 @@ from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.selfcheck import generator_warning
 from ramplab.results.slo import RequestSlo, print_gates
 from ramplab.results.summary import RunSummary
-from ramplab.results.writer import ResultsWriter, load_records
+from ramplab.results.writer import RESERVE_BYTES, ResultsWriter, load_records
 from ramplab.retry.config import RetrySetup
 from ramplab.runs.rundir import RunDir
 
@@ -143,12 +143,13 @@ class RamplabPlugin:
             self.forwarder = Forwarder(runner, autoflush=run is None)
         elif settings.results_dir is not None:
             try:
-                self.writer = RunDir(settings.results_dir).open_writer()
+                self.writer = RunDir(settings.results_dir).open_writer(RESERVE_BYTES)
             except OSError as exc:
                 where = str(settings.results_dir)
                 raise UsageError("", f"--results-dir {where!r}: {exc.strerror}") from None
             if isinstance(runner, MasterRunner):
                 receive_into(runner, self.writer)
+            self.writer.on_failure = self._on_storage_failure
         if run is not None:
             self._start_engines(run)
         if Exporters.wanted(metrics, self.role):
@@ -231,6 +232,20 @@ class RamplabPlugin:
             return str(runner.client_id)
         return f"{socket.gethostname()}_{os.getpid()}"
 
+    def _on_storage_failure(self, error: StorageError) -> None:
+        """The results cannot be written (a full disk): say so now, on stderr flushed at once
+        (the log may be on that disk too, and its last page is the likeliest to have room),
+        and stop the load at the shape's next tick; the records written are kept."""
+        sys.stderr.write(f"ramplab: {error}\n")
+        sys.stderr.flush()
+        if self.master_engine is not None:
+            self.master_engine.abort(str(error), ExitCode.RUN_FAILED)
+        else:  # a plain (non-ramp) run: no shape to stop it
+            self.environment.process_exit_code = int(ExitCode.RUN_FAILED)
+            runner = self.environment.runner
+            if runner is not None:
+                gevent.spawn(runner.quit)
+
     # -- the end of a run -----------------------------------------------------------------
     def summarize(self) -> None:
         """Write ``summary.json`` for everything recorded so far, then set the process's exit
@@ -246,7 +261,19 @@ class RamplabPlugin:
                     log.exception("computing the ramp summary failed")
             if summary is None:
                 summary = summarize(load_records(self.writer.requests_path), RunFacts())
-            self.writer.write_summary(summary)
+            failure = self.writer.failure
+            if failure is not None:
+                reason = f"{failure}: {self.writer.refused} records could not be written"
+                summary = summary.model_copy(update={"incomplete": (*summary.incomplete, reason)})
+            try:
+                self.writer.write_summary(summary)
+            except StorageError as exc:  # the records are kept; a rebuild makes the summary
+                sys.stderr.write(f"ramplab: {exc}\n")
+                sys.stderr.flush()
+                if master is not None:
+                    master.abort(str(exc), ExitCode.RUN_FAILED)
+                else:
+                    self.environment.process_exit_code = int(ExitCode.RUN_FAILED)
         self._summarized = self.writer.written if self.writer is not None else 0
         if master is not None:
             code = _exit_code(master, summary)
@@ -294,8 +321,8 @@ def _exit_code(master: MasterEngine, summary: RunSummary | None) -> ExitCode | N
     """A ramp run's exit code (``results.outcome.exit_code``), with what the user should read first:
     the outage that could not be scheduled, an empty run, the gate verdicts, the error ceiling.
     ``None``: no ``--results-dir``, nothing was summarised, Locust's own exit code stands."""
-    if master.outage_error is not None:
-        sys.stderr.write(f"ramplab: {master.outage_error}\n")
+    if master.stop_error is not None:
+        sys.stderr.write(f"ramplab: {master.stop_error}\n")
     elif summary is None:
         return None
     elif summary.requests == 0:
@@ -312,8 +339,8 @@ def _exit_code(master: MasterEngine, summary: RunSummary | None) -> ExitCode | N
             sys.stderr.write(f"ramplab: {verdict}: {kinds}\n")
     return exit_code(
         summary,
-        usage_error=master.outage_exit == ExitCode.USAGE,
-        run_failed=master.outage_exit == ExitCode.RUN_FAILED,
+        usage_error=master.stop_exit == ExitCode.USAGE,
+        run_failed=master.stop_exit == ExitCode.RUN_FAILED,
         max_error_ratio=master.options.max_error_ratio,
     )
 

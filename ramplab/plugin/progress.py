@@ -18,6 +18,7 @@ from typing import Any
 
 import gevent
 
+from ramplab.errors import StorageError
 from ramplab.plugin.master import MasterEngine
 
 INTERVAL_S = 0.5
@@ -74,9 +75,15 @@ def snapshot(engine: MasterEngine) -> dict[str, Any] | None:
 
 
 def write(path: Path, data: dict[str, Any]) -> None:
+    """``data`` into ``path`` atomically; a failed write leaves the last snapshot (and no
+    temporary file) and raises ``StorageError``."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)  # a reader never sees half a file
+    try:
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)  # a reader never sees half a file
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StorageError.of(exc, path) from None
 
 
 class ProgressWriter:
@@ -86,6 +93,7 @@ class ProgressWriter:
         self.engine = engine
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.failure: StorageError | None = None  # the first failed write, logged once
         self._greenlet = gevent.spawn(self._loop)
 
     def _loop(self) -> None:
@@ -94,13 +102,21 @@ class ProgressWriter:
             try:
                 data = snapshot(self.engine)
                 if data is not None:
-                    write(self.path, data)
+                    self._write(data)
             except Exception:  # progress is a courtesy: it must never break the run
                 log.exception("writing %s failed", self.path)
+
+    def _write(self, data: dict[str, Any]) -> None:
+        try:
+            write(self.path, data)
+        except StorageError as exc:  # a full disk: said once, the records writer stops the run
+            if self.failure is None:
+                self.failure = exc
+                log.error("progress: %s", exc)
 
     def finish(self) -> None:
         """Stop the loop and write the final snapshot, marked ``"final": true``."""
         self._greenlet.kill(block=False)
         data = snapshot(self.engine)
         if data is not None:
-            write(self.path, {**data, "final": True})
+            self._write({**data, "final": True})

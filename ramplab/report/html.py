@@ -30,6 +30,7 @@ from ramplab.report.tables import (
 from ramplab.results.breakdown import breakdowns
 from ramplab.results.selfcheck import generator_warning
 from ramplab.results.summary import GateVerdict
+from ramplab.runs.rundir import write_atomically
 
 __all__ = ["html_page", "html_table", "recommendations_html", "write_html"]
 
@@ -136,5 +137,5 @@ def write_html(
         "their warm-up.</p>"
     )
     page = html_page(f"ramplab run {path.parent.name}", sections, run_charts([run]), after)
-    path.write_text(page, encoding="utf-8")
+    write_atomically(path, page)
     return path

@@ -27,7 +27,7 @@ from ramplab.results.breakdown import group_breakdown
 from ramplab.results.digest import RunDigest, StepDigest
 from ramplab.results.offered import offered_load, where
 from ramplab.results.summary import RunSummary, StepStats
-from ramplab.runs.rundir import RunDir
+from ramplab.runs.rundir import RunDir, write_atomically
 
 __all__ = [
     "RECOMMENDATIONS_FILE",
@@ -419,5 +419,5 @@ def write_recommendations(
         "thresholds": asdict(thresholds or Thresholds()),
         "rules": [rule.__name__ for rule in RULES],
     }
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_atomically(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     return path

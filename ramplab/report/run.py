@@ -26,7 +26,7 @@ from ramplab.report.markdown import RunMeta, render_markdown
 from ramplab.report.recommend import recommend, write_recommendations
 from ramplab.report.tables import COLUMNS, gate_rows, rows, sessions_line
 from ramplab.results.summary import GateVerdict, RunSummary
-from ramplab.runs.rundir import RunDir
+from ramplab.runs.rundir import RunDir, write_atomically
 
 __all__ = [
     "COLUMNS",
@@ -86,6 +86,6 @@ def write_report(run_dir: Path, summary: RunSummary, gates: Sequence[GateVerdict
     files = RunDir(run_dir)
     out = files.report_md
     text = render_markdown(run_dir.name, meta, summary, run.digest, recommendations, gates)
-    out.write_text(text, encoding="utf-8")
+    write_atomically(out, text)
     write_html(files.report_html, run, meta, recommendations, gates)
     return out

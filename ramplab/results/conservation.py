@@ -36,13 +36,27 @@ def unaccounted(dispatched: int | None, records: Sequence[RequestRecord]) -> int
 
 
 def incomplete_reasons(
-    steps: Sequence[tuple[int, int | None, int | None]], stopped_at_s: float | None
+    steps: Sequence[tuple[int, int | None, int | None]],
+    stopped_at_s: float | None,
+    *,
+    corrupt: int = 0,
+    crashed: bool = False,
 ) -> tuple[str, ...]:
-    """Why a run is incomplete, from each step's ``(index, unaccounted, lost)``; empty when
-    the law balances everywhere and the run was not stopped early."""
+    """Why a run is incomplete, from each step's ``(index, unaccounted, lost)``, the corrupt
+    lines skipped in ``requests.jsonl`` and whether the master ended without a summary
+    (``crashed``: the summary was rebuilt, cut at the last record); empty when the law balances
+    everywhere and the run was neither stopped early nor crashed."""
     reasons: list[str] = []
-    if stopped_at_s is not None:
+    if crashed:
+        where = f" at {stopped_at_s:.1f} s" if stopped_at_s is not None else ""
+        reasons.append(
+            f"the master ended without writing its summary{where} (a crash, or a write that "
+            "failed): rebuilt from requests.jsonl, cut at its last record"
+        )
+    elif stopped_at_s is not None:
         reasons.append(f"the run was stopped at {stopped_at_s:.1f} s, before its schedule ended")
+    if corrupt:
+        reasons.append(f"{corrupt} corrupt lines in requests.jsonl were skipped")
     for index, missing, lost in steps:
         if missing is not None and missing > 0:
             reasons.append(f"step {index}: {missing} dispatched requests have no record")

@@ -19,10 +19,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import orjson
 from numpy.typing import NDArray
 
 from ramplab.errors import ShapeError
@@ -30,7 +28,7 @@ from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import RequestRecord
 from ramplab.results.steps import stage_of
 from ramplab.results.summary import RunSummary
-from ramplab.results.writer import record_from_dict
+from ramplab.results.writer import scan_records
 
 __all__ = [
     "PHASE_COLUMNS",
@@ -210,13 +208,10 @@ def digest_records(records: Iterable[RequestRecord], summary: RunSummary) -> Run
 
 def iter_records(path: Path) -> Iterator[RequestRecord]:
     """Each complete record of a ``requests.jsonl``, one at a time; a torn last line (a crash)
-    is skipped like ``writer.load_records`` does."""
-    with Path(path).open("rb") as handle:
-        for line in handle:
-            if not line.endswith(b"\n"):
-                break
-            data: Any = orjson.loads(line)
-            yield record_from_dict(data)
+    and corrupt lines are skipped like ``writer.load_records`` does."""
+    for record in scan_records(path):
+        if record is not None:
+            yield record
 
 
 def read_digest(path: Path, summary: RunSummary) -> RunDigest:

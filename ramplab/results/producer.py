@@ -97,6 +97,8 @@ class RunFacts:
     gates: Sequence[Gate] = ()
     stopped_at_s: float | None = None
     rebuilt: bool = False
+    corrupt_records: int = 0  # lines of requests.jsonl that were not records (skipped)
+    crashed: bool = False  # rebuilt because the master wrote no summary; cut at the last record
     clocks: Mapping[str, ClockOffset] | None = None  # distributed run: each worker's offset
     health: Sequence[Mapping[str, WorkerHealth]] | None = None  # per stage: workers' self-check
 
@@ -156,8 +158,12 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
         lost=_total([st.lost for st in steps]),
         unaccounted=_total([st.unaccounted for st in steps]),
         incomplete=incomplete_reasons(
-            [(st.index, st.unaccounted, st.lost) for st in steps], facts.stopped_at_s
+            [(st.index, st.unaccounted, st.lost) for st in steps],
+            facts.stopped_at_s,
+            corrupt=facts.corrupt_records,
+            crashed=facts.crashed,
         ),
+        corrupt_records=facts.corrupt_records,
     )
     if not facts.gates:
         return summary

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ramplab.errors import UsageError
+from ramplab.errors import StorageError, UsageError
 
 __all__ = [
     "ClockOffset",
@@ -234,6 +234,7 @@ class RunSummary(Figures):
     lost: int | None = None
     unaccounted: int | None = None
     incomplete: tuple[str, ...] = ()
+    corrupt_records: int = 0  # lines of requests.jsonl skipped as not records
 
     def to_json(self) -> dict[str, Any]:
         """The ``summary.json`` form (plain JSON values; what gates are evaluated on)."""
@@ -261,5 +262,9 @@ class RunSummary(Figures):
 
     def write(self, path: Path) -> None:
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)  # a reader never sees half a summary
+        try:
+            tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+            os.replace(tmp, path)  # a reader never sees half a summary
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StorageError.of(exc, path) from None

@@ -11,6 +11,7 @@ It lives in ``stack`` because it reads the campaign file, which ``results`` neve
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -20,16 +21,18 @@ from typing import Any
 from ramplab.campaign.schema import Campaign, load_campaign
 from ramplab.errors import CampaignError, UsageError
 from ramplab.load.shapes import Shape, custom
+from ramplab.measure.record import RequestRecord
 from ramplab.results.producer import EngineCounts, RunFacts, scheduled_counts, summarize
 from ramplab.results.selfcheck import health_from_reports
 from ramplab.results.slo import Gate, parse_request_slo
 from ramplab.results.summary import RunSummary
-from ramplab.results.writer import load_records
+from ramplab.results.writer import read_records
 from ramplab.runs.rundir import RunDir
 
 __all__ = [
     "CAMPAIGN_FILE",
     "interrupted_summary",
+    "last_record_end_s",
     "load_summary",
     "rebuild_facts",
     "rebuild_summary",
@@ -115,18 +118,42 @@ def rebuild_facts(
     )
 
 
+def last_record_end_s(records: Sequence[RequestRecord], run_start: float) -> float | None:
+    """When the last record's request ended, in seconds from ``run_start`` (``None``: no
+    records): where a crashed master stopped measuring, as far as its records tell."""
+    ends = [
+        r.intended_start + r.total_ms / 1000.0 if r.total_ms is not None else r.actual_start
+        for r in records
+    ]
+    return max(ends) - run_start if ends else None
+
+
 def rebuild_summary(
-    run_dir: Path, stopped_at_s: float | None = None, gates: Sequence[Gate] = ()
+    run_dir: Path,
+    stopped_at_s: float | None = None,
+    gates: Sequence[Gate] = (),
+    *,
+    crashed: bool = False,
 ) -> RunSummary:
     """The summary from ``requests.jsonl``, the saved campaign and ``progress.json``; with
-    ``stopped_at_s`` (an interrupted run) over the measured windows that ran before it. The
-    ``gates`` are evaluated on it (the master's verdicts are lost with its summary)."""
+    ``stopped_at_s`` (an interrupted run) over the measured windows that ran before it. A
+    ``crashed`` run (its master wrote no summary) that died mid-run (no final progress snapshot)
+    is cut at its last record's end, the same way, when that falls before the schedule's end.
+    Corrupt lines are skipped and counted. The ``gates`` are evaluated on it (the master's
+    verdicts are lost with its summary)."""
     requests = RunDir(run_dir).requests
     if not requests.is_file():
         raise UsageError("RUN_DIR", f"{run_dir} has neither summary.json nor requests.jsonl")
+    records, corrupt = read_records(requests)
     try:
         campaign = load_campaign(run_dir / CAMPAIGN_FILE)
         progress = _progress(run_dir)
+        # A master that ended its run writes a final progress snapshot: without one it died
+        # mid-run, and its records end where it did.
+        if crashed and stopped_at_s is None and not progress.get("final"):
+            last = last_record_end_s(records, float(progress["run_start"]))
+            if last is None or last < campaign.load_shape.duration_s:
+                stopped_at_s = max(0.0, last or 0.0)
         facts = rebuild_facts(campaign, progress, stopped_at_s, gates)
     except (CampaignError, OSError, ValueError, KeyError):
         raise UsageError(
@@ -136,9 +163,11 @@ def rebuild_summary(
     if facts is None:
         # Interrupted in the first warm-up: nothing was measured, which the summary says.
         facts = RunFacts(shape=None, run_start=float(progress["run_start"]), rebuilt=True,
-                         stopped_at_s=stopped_at_s, gates=gates)  # fmt: skip
+                         stopped_at_s=stopped_at_s, gates=gates, crashed=crashed,
+                         corrupt_records=corrupt)  # fmt: skip
         return summarize([], facts).model_copy(update={"steps": ()})
-    return summarize(load_records(requests), facts)
+    facts = dataclasses.replace(facts, corrupt_records=corrupt, crashed=crashed)
+    return summarize(records, facts)
 
 
 def interrupted_summary(
@@ -174,4 +203,5 @@ def load_summary(
             return summary
     if not rebuild_if_missing:
         raise UsageError("RUN_DIR", f"{run_dir} has no summary.json")
-    return rebuild_summary(run_dir, gates=gates)
+    # No summary.json: the master never wrote it (killed, or its disk filled up).
+    return rebuild_summary(run_dir, gates=gates, crashed=not path.is_file())

@@ -8,6 +8,7 @@ this one (the records writer, the report's digest) take the paths as arguments.
     campaign.yaml       the campaign exactly as run (its text, not a re-serialisation)
     run.json            the run's facts: target, seed, workers, versions, options
     requests.jsonl      one record per request dispatched, written as each one ends
+    requests.jsonl.reserve  while the master runs: room held for its last writes on a full disk
     progress.json       the master's last progress snapshot (live, and for a rebuild)
     summary.json        the typed summary (``ramplab.results.summary.RunSummary``)
     report.md           the report, readable on its own
@@ -27,17 +28,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ramplab.errors import StorageError
 from ramplab.results.summary import RunSummary
-from ramplab.results.writer import ResultsWriter
+from ramplab.results.writer import ResultsWriter, reserve_of
 
 __all__ = ["ExperimentDir", "RunDir", "write_atomically"]
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """``text`` into ``path`` through a temporary file: a reader never sees half a file."""
+    """``text`` into ``path`` through a temporary file in the same directory: a reader never
+    sees half a file, and a full disk leaves the old file (or none), never an empty one.
+    ``StorageError`` names the path and the OS's reason."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StorageError.of(exc, path) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +100,14 @@ class RunDir:
     def search(self) -> Path:
         return self.path / self.SEARCH
 
-    def open_writer(self) -> ResultsWriter:
-        """The records writer of this run (the directory is made when missing)."""
-        return ResultsWriter(self.requests, self.summary)
+    def open_writer(self, reserve_bytes: int = 0) -> ResultsWriter:
+        """The records writer of this run (the directory is made when missing); with
+        ``reserve_bytes``, a ballast the first failed write frees (``ResultsWriter``)."""
+        return ResultsWriter(self.requests, self.summary, reserve_bytes)
+
+    def drop_reserve(self) -> None:
+        """Delete the writer's ballast file that a killed master left behind."""
+        reserve_of(self.requests).unlink(missing_ok=True)
 
     def has_records(self) -> bool:
         return self.requests.exists()
@@ -121,7 +134,7 @@ class RunDir:
         return data if isinstance(data, dict) else {}
 
     def write_run_json(self, meta: dict[str, Any]) -> None:
-        self.run_json.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        write_atomically(self.run_json, json.dumps(meta, indent=2) + "\n")
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,6 @@ campaign, a gate, a setting the target or Locust refused), 3 a gate missed, 4 th
 
 from __future__ import annotations
 
-import json
 import secrets
 import shlex
 import sys
@@ -27,7 +26,7 @@ from rich.markup import escape
 from ramplab import data
 from ramplab.campaign import preflight
 from ramplab.campaign.schema import Campaign, Preflight
-from ramplab.errors import StackError, UsageError
+from ramplab.errors import StackError, StorageError, UsageError
 from ramplab.exitcodes import ExitCode
 from ramplab.report.run import print_steps, write_report
 from ramplab.results.failures import ceiling_verdict, top_kinds
@@ -39,7 +38,7 @@ from ramplab.results.writer import load_records
 from ramplab.runs.naming import keep_trace, new_results_dir
 from ramplab.runs.progress import LiveProgress
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
-from ramplab.runs.rundir import RunDir
+from ramplab.runs.rundir import RunDir, write_atomically
 from ramplab.runs.signals import Interrupted, SignalGuard, interruptible
 from ramplab.stack import probe
 from ramplab.stack.dns import DEFAULT_NAME
@@ -140,7 +139,7 @@ def _monitoring(
 
 
 def _write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
-    (RunDir(run_dir).run_json).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    RunDir(run_dir).write_run_json(meta)
 
 
 @dataclass(slots=True)
@@ -174,13 +173,32 @@ def execute(request: RunRequest, console: Console) -> ExitCode:
     prometheus_bin = find_prometheus() if request.prometheus else None
     run_dir = new_results_dir(request.results_dir, request.run_name, request.campaign.name)
     (run_dir / "logs").mkdir()
-    (run_dir / CAMPAIGN_FILE).write_text(request.campaign_text, encoding="utf-8")
+    write_atomically(run_dir / CAMPAIGN_FILE, request.campaign_text)
     keep_trace(run_dir, request.campaign, request.campaign_text)
     config = _stack_config(request, run_dir, gates)
     monitoring = _monitoring(request, run_dir, config, prometheus_bin)
     meta = _start_meta(request, config, monitoring, run_dir, console)
     _announce(request, run_dir, config, console)
     outcome = _run_stack(request, LocalStack(config), monitoring, run_dir, meta, console)
+    try:
+        return _finish(request, run_dir, gates, meta, outcome, console)
+    except StorageError as exc:
+        # The master's own words when it stopped on a failed write (its records file), else
+        # the write that failed here; the records written are kept for ``ramplab report``.
+        raise _storage_fault(run_dir) or exc from None
+
+
+def _finish(
+    request: RunRequest,
+    run_dir: Path,
+    gates: list[Gate],
+    meta: dict[str, Any],
+    outcome: _Outcome,
+    console: Console,
+) -> ExitCode:
+    """The summary (rebuilt when the master wrote none), the report, ``run.json``'s end; the
+    run's exit code."""
+    RunDir(run_dir).drop_reserve()
     summary = None
     if not outcome.failed or (RunDir(run_dir).requests).exists():  # nothing ran: no table
         summary = _summary(run_dir, gates, console, outcome)
@@ -230,6 +248,23 @@ def _print_ceiling(
     console.print(f"[red]{escape(verdict)}[/]", highlight=False)
     for line in kinds:
         console.print(f"  {escape(line)}", highlight=False)
+
+
+def _storage_fault(run_dir: Path) -> StorageError | None:
+    """The write failure the master reported in its log (``ramplab: results disk full: ...``),
+    when its log has it."""
+    log = run_dir / "logs" / "master.log"
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        for what in ("results disk full: ", "cannot write results: "):
+            head = f"ramplab: {what}"
+            if line.startswith(head) and line.endswith(")") and " (" in line:
+                path, _, reason = line[len(head) : -1].rpartition(" (")
+                return StorageError(path, reason, full=what.startswith("results disk"))
+    return None
 
 
 def _check(request: RunRequest) -> list[Gate]:
@@ -418,6 +453,9 @@ def _process_failures(
             if words is not None:
                 console.print(f"  {name}: {escape(words)}", highlight=False)
         outcome.fail(ExitCode.RUN_FAILED)
+    elif master_code == 4 and (fault := _storage_fault(run_dir)) is not None:
+        console.print(f"[red]the master stopped the run: {escape(str(fault))}[/]")
+        outcome.fail(ExitCode.RUN_FAILED)
     elif master_code not in (None, 0, 3) and not (master_code == 4 and _generator_bound(run_dir)):
         console.print(f"[red]the master exited with code {master_code}[/] (log: {run_dir}/logs)")
         outcome.fail(ExitCode.USAGE if master_code == 2 else ExitCode.RUN_FAILED)
@@ -508,9 +546,11 @@ def _summary(
         return None
     title = "per-step summary"
     if summary.stopped_at_s is not None:
-        title += f" (interrupted after {summary.stopped_at_s:.1f} s)"
+        how = "interrupted" if outcome.interrupted else "stopped"
+        title += f" ({how} after {summary.stopped_at_s:.1f} s)"
+    if outcome.interrupted:  # interrupted_summary wrote it
         console.print("[yellow]summary.json rebuilt from requests.jsonl over what ran[/]")
-    elif summary.rebuilt:
+    elif summary.rebuilt:  # the master wrote none (killed mid-run: cut at its last record)
         summary.write(RunDir(run_dir).summary)
         console.print("[yellow]summary.json rebuilt from requests.jsonl[/]")
     if gates and not summary.gates:
