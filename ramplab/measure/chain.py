@@ -107,8 +107,8 @@ class _InFlight:
     target_qps: float | None
     log: list[AttemptRecord] = field(default_factory=list)
     attempt: AttemptResult | None = None  # the attempt in progress, or the last one
-    first_sent: float | None = None
-    waited: float = 0.0
+    first_sent: float | None = None  # the first attempt's send
+    waited: float = 0.0  # the back-off slept before the attempt in progress
 
     def started(self, result: AttemptResult) -> None:
         self.attempt = result
@@ -173,16 +173,14 @@ class RequestChain:
         flight = self._flight = _InFlight(intended, intended_epoch, step, target_qps)
         log = flight.log
         last: AttemptResult | None = None
-        first_sent: float | None = None
-        waited = 0.0
         refreshed = False
         number = 0
         while number < 1000:  # bounded; policies stop far earlier
             number += 1
-            flight.attempt, flight.waited = None, waited
+            flight.attempt = None
             if not self.retry.admit():
                 return self._rejected(
-                    intended, intended_epoch, log, last, first_sent, step, target_qps
+                    intended, intended_epoch, log, last, flight.first_sent, step, target_qps
                 )
             try:
                 extra = {**(headers or {}), **self.auth.headers()}
@@ -209,11 +207,11 @@ class RequestChain:
                     self.tracer.end(span, result.status, result.error_kind)
                 if self.verifier is not None:
                     verify_attempt(result, self.verifier)
-            if first_sent is None:
-                first_sent = flight.first_sent = result.sent_at
+            if flight.first_sent is None:
+                flight.first_sent = result.sent_at
             flight.attempt = result
-            log.append(_attempt_record(number, result, waited))
-            waited = 0.0
+            log.append(_attempt_record(number, result, flight.waited))
+            flight.waited = 0.0
             last = result
             if result.status == 401 and not refreshed and self.auth.refresh():
                 refreshed = True  # new credentials, one more try; not a server failure
@@ -227,14 +225,16 @@ class RequestChain:
             delay = self.retry.next_delay(outcome)
             if delay is None:
                 break
-            waited = max(delay, 0.0)
-            self.sleep(waited)
+            flight.waited = max(delay, 0.0)
+            self.sleep(flight.waited)
         assert last is not None
-        assert first_sent is not None
+        assert flight.first_sent is not None
         self._flight = None
         # The answer as streamed (first choice's content), for a session's history.
         self.last_text = "".join(last.content_parts)
-        return self._record(intended, intended_epoch, first_sent, log, last, step, target_qps)
+        return self._record(
+            intended, intended_epoch, flight.first_sent, log, last, step, target_qps
+        )
 
     def cut(self, reason: str) -> RequestRecord | None:
         """The record of the request ``run`` was working on when it was stopped from outside

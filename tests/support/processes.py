@@ -218,6 +218,19 @@ def python(*args: str) -> list[str]:
     return [sys.executable, *args]
 
 
+def run_under_gevent(code: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter monkey-patched first, as a Locust process is; its output
+    captured (``check`` is the caller's)."""
+    return subprocess.run(
+        python("-c", f"import gevent.monkey; gevent.monkey.patch_all()\n{code}"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
 class TargetProcess(Process):
     """``python -m target_service`` as a subprocess; settings through ``APP_*`` variables."""
 

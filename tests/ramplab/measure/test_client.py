@@ -10,7 +10,6 @@ second. The second read's stamp must lie ~180 ms before the read — when the pa
 from __future__ import annotations
 
 import socket
-import subprocess
 import sys
 import time
 
@@ -19,7 +18,7 @@ import pytest
 
 from ramplab.measure.client import ClientOptions, make_client
 from ramplab.measure.sockets import TimedBackend, TimedStream
-from tests.support.processes import REPO
+from tests.support.processes import run_under_gevent
 from tests.support.tiny_server import DONE, ROLE, Reply, TinyServer, chunk
 
 BUSY_S = 0.2
@@ -94,16 +93,7 @@ def test_idle_connection_check_does_not_yield_to_the_gevent_hub() -> None:
     """Regression: httpcore's keep-alive check polled with gevent's patched ``select``, a hub
     switch that waited for any other user's next event (~6 ms before each request at 10 users).
     In a subprocess, monkey-patched first like a Locust process, whatever this session did."""
-    code = (
-        "import gevent.monkey; gevent.monkey.patch_all()\n"
+    done = run_under_gevent(
         "from tests.ramplab.measure.test_client import idle_check; idle_check()"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]

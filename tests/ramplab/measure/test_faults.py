@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +21,7 @@ from ramplab.measure.client import ClientOptions, make_client
 from ramplab.measure.record import RequestRecord
 from ramplab.retry.policy import Retrier, RetryAfter
 from tests.support.hostile import HostileServer, hostile_server
-from tests.support.processes import REPO
+from tests.support.processes import run_under_gevent
 
 REQUEST_S = 1.5  # the request timeout of the timeout cases
 READ_S = 5.0  # longer: the request's deadline is what must fire
@@ -104,18 +102,9 @@ def timeouts_under_gevent(url: str) -> None:
 
 
 def test_the_request_timeout_holds_under_gevent(server: HostileServer) -> None:
-    code = (
-        "import gevent.monkey; gevent.monkey.patch_all()\n"
+    done = run_under_gevent(
         "from tests.ramplab.measure.test_faults import timeouts_under_gevent\n"
         f"timeouts_under_gevent({server.url!r})"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads(done.stdout.strip().splitlines()[-1])
