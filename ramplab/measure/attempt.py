@@ -71,6 +71,7 @@ class AttemptResult:
     tool_calls: bool = False  # output as tool calls: not text, but not an empty response either
     # For integrity checks (integrity.py): the text exactly as signed, and the signature.
     completion_id: str | None = None
+    local_port: int | None = None  # the connection's own port (TCP), to join a capture
     content_parts: list[str] = field(default_factory=list)
     signature: Signature | None = None
     signature_problem: str | None = None  # a signature was sent but could not be read
@@ -265,6 +266,8 @@ def run_attempt(
             result.headers_at = trace.headers_at or clock()
             stream_of = response.network_stream
             arrivals = stream_of if isinstance(stream_of, TimedStream) else None
+            if arrivals is not None:
+                result.local_port = arrivals.local_port
             if arrivals is not None and arrivals.arrived_at is not None:
                 result.headers_at = min(result.headers_at, arrivals.arrived_at)
             result.status = response.status

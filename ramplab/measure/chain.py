@@ -380,5 +380,6 @@ class RequestChain:
         elif last.completion_tokens is not None:
             record.output_tokens, record.output_tokens_source = last.completion_tokens, "usage"
         record.cached_tokens = last.cached_tokens
+        record.completion_id, record.local_port = last.completion_id, last.local_port
         record.phases_ms = phases
         return record

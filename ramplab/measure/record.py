@@ -100,6 +100,10 @@ class RequestRecord:
     reasoning_events: int = 0  # leading token-bearing events with reasoning only
     reasoning_tokens: int | None = None  # the server's usage, else counted; None: no reasoning
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, if reported
+    # What joins the record with the server's log, a trace or a packet capture: the response's
+    # ``id`` (the first one the stream carried) and the TCP port the request left from.
+    completion_id: str | None = None
+    local_port: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # Field by field, not ``dataclasses.asdict``: that deep-copies every value and cost

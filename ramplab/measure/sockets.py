@@ -91,6 +91,7 @@ class TimedStream(httpcore.NetworkStream):
         self.arrived_at: float | None = None
         self._sock = stamped  # the socket with kernel stamps on; None: stamp in user space
         self._poll = poll
+        self.local_port = _local_port(inner.get_extra_info("socket"))
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if self._sock is None:
@@ -126,12 +127,23 @@ class TimedStream(httpcore.NetworkStream):
         timeout: float | None = None,
     ) -> httpcore.NetworkStream:
         tls = self.inner.start_tls(ssl_context, server_hostname, timeout)
-        return TimedStream(tls, 0.0, self.clock, poll=self._poll)  # TLS records hide stamps
+        wrapped = TimedStream(tls, 0.0, self.clock, poll=self._poll)  # TLS records hide stamps
+        wrapped.local_port = self.local_port
+        return wrapped
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":
             return _readable_now(self.inner.get_extra_info("socket"), self._poll)
         return self.inner.get_extra_info(info)
+
+
+def _local_port(sock: Any) -> int | None:
+    """The port a TCP connection left from; None for anything else."""
+    try:
+        address = sock.getsockname()
+    except (AttributeError, OSError):
+        return None
+    return address[1] if isinstance(address, tuple) and len(address) >= 2 else None
 
 
 def _readable_now(sock: Any, poll: PollFactory) -> bool:

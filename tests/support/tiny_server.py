@@ -37,6 +37,7 @@ class TinyServer:
         self.loop = asyncio.new_event_loop()
         self.port = 0
         self.connections = 0
+        self.client_ports: list[int] = []  # each connection's port on the client's side
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._server: asyncio.Server | None = None
@@ -83,6 +84,7 @@ class TinyServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self.client_ports.append(writer.get_extra_info("peername")[1])
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")

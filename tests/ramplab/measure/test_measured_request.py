@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from ramplab.measure.attempt import run_attempt
+from ramplab.measure.chain import Endpoint, RequestChain
 from ramplab.measure.client import ClientOptions, make_client
 from ramplab.measure.headers import header_map
 from tests.support.tiny_server import DONE, ROLE, Reply, TinyServer, chunk
@@ -82,3 +83,18 @@ def test_a_finished_attempt_leaves_no_reference_cycle(server: TinyServer) -> Non
 def test_repeated_response_headers_are_joined_as_httpx_joins_them() -> None:
     raw = [(b"Retry-After", b"2"), (b"X-Twice", b"a"), (b"x-twice", b"b")]
     assert header_map(raw) == {"retry-after": "2", "x-twice": "a, b"}
+
+
+def test_a_record_can_be_joined_with_the_server_and_a_capture() -> None:
+    first = b'data: {"id":"chatcmpl-7","choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
+    later = b'data: {"id":"chatcmpl-other","choices":[{"index":0,"delta":{"content":"y"}}]}\n\n'
+    with TinyServer(lambda *_: Reply(body=[first, later, DONE])) as srv:
+        with make_client(ClientOptions(reuse_connections=False)) as client:
+            chain = RequestChain(client, Endpoint(srv.url + "/v1/chat/completions"))
+            records = [chain.run(BODY) for _ in range(2)]
+        ports = srv.client_ports
+    assert [r.completion_id for r in records] == ["chatcmpl-7", "chatcmpl-7"]  # the first id
+    # One connection each: the record's port is the one the server saw it come from.
+    assert [r.local_port for r in records] == ports
+    assert [r.to_dict()["local_port"] for r in records] == ports
+    assert len(set(ports)) == 2
