@@ -40,6 +40,11 @@ class TokenEvent:
     at: float  # monotonic seconds (arrival of the event's first byte)
     text: str
     answer: bool = True  # False: it carried reasoning only (``reasoning_content``/``reasoning``)
+    # Read together with a later event in one read that could not be cut at the events (no
+    # kernel stamps, or no chunked framing): ``at`` is the read's stamp, an upper bound, and
+    # ``late_by_at_most`` how far above the arrival it may be.
+    coalesced: bool = False
+    late_by_at_most: float = 0.0
 
 
 @dataclass(slots=True)
@@ -68,6 +73,12 @@ class AttemptResult:
     phases_ms: dict[str, float] = field(default_factory=dict)
     retry_after_s: float | None = None
     connected: bool = False
+    # How far the stamps may be off (``timebase.py``, ``sockets.py``): the send's system-call
+    # bracket, whether reads carried the kernel's stamps, and the largest delay between a
+    # packet's arrival and the read that took it (how far behind the reader was).
+    send_uncertainty_s: float = 0.0
+    kernel_stamps: bool = False
+    read_delay_s: float = 0.0
     tool_calls: bool = False  # output as tool calls: not text, but not an empty response either
     # For integrity checks (integrity.py): the text exactly as signed, and the signature.
     completion_id: str | None = None
@@ -268,8 +279,15 @@ def run_attempt(
             arrivals = stream_of if isinstance(stream_of, TimedStream) else None
             if arrivals is not None:
                 result.local_port = arrivals.local_port
-            if arrivals is not None and arrivals.arrived_at is not None:
-                result.headers_at = min(result.headers_at, arrivals.arrived_at)
+            arrived = None if arrivals is None else arrivals.arrived_at
+            if arrived is not None and arrived < result.headers_at:
+                # Over HTTP/2 the trace stamps the head when httpcore got to it: the arrival
+                # is earlier, and ``wait`` ends there too.
+                result.headers_at = arrived
+                for protocol in ("http11", "http2"):
+                    mark = f"{protocol}.receive_response_headers.complete"
+                    if mark in trace.marks:
+                        trace.marks[mark] = arrived
             result.status = response.status
             response_headers = header_map(response.headers)
             timing = response_headers.get("server-timing")
@@ -323,6 +341,7 @@ def run_attempt(
         result.sent_epoch += went_out - result.sent_at
         result.sent_at = went_out
     result.connected = trace.connected
+    result.send_uncertainty_s = trace.send_uncertainty_s
     return result
 
 
@@ -383,13 +402,31 @@ def _read_stream(
     arrivals: TimedStream | None = None,
 ) -> None:
     parser = SSEParser()
+    tokens = result.token_events
+    stamped = arrivals is not None and arrivals.kernel_stamps
+    result.kernel_stamps = stamped
+    previous_read = clock() if arrivals is None else arrivals.read_at
     for raw in response:
         now = _arrival(clock(), arrivals)  # before anything else touches the bytes
         if result.first_byte_at is None:
             result.first_byte_at = now
         result.bytes_received += len(raw)
+        had = len(tokens)
         for event in parser.feed(raw, now):
             _handle_event(result, event)
+        if len(tokens) - had > 1:
+            # Several token events in one read carry one stamp, its newest packet's: the
+            # kernel merged the packets while they waited (``sockets.py``). Every one but the
+            # last may have arrived earlier — back to the previous read: an upper bound, and
+            # it says so. (The stream's tail — usage, [DONE] — after the last token is not a
+            # token: the last token keeps the read's stamp, off by the server's delay in
+            # writing the tail, docs/metrics.md.)
+            for token in tokens[had:-1]:
+                token.coalesced = True
+                token.late_by_at_most = max(now - previous_read, 0.0)
+        if arrivals is not None and stamped:
+            result.read_delay_s = max(result.read_delay_s, arrivals.read_at - now)
+        previous_read = now if arrivals is None else arrivals.read_at
         deadline.check("reading the body")
     if not result.saw_done:
         detail = "stream ended without data: [DONE]"
@@ -415,6 +452,7 @@ def _read_whole(
     arrivals: TimedStream | None = None,
 ) -> None:
     parts: list[bytes] = []
+    result.kernel_stamps = arrivals is not None and arrivals.kernel_stamps
     for raw in response:
         now = _arrival(clock(), arrivals)
         if result.first_byte_at is None:

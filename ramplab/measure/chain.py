@@ -374,6 +374,10 @@ class RequestChain:
             else:
                 record.output_tokens, record.output_tokens_source = sum(counts), "tokenizer"
             record.tokens_per_event = counts
+            record.coalesced_events = [i for i, event in enumerate(events) if event.coalesced]
+            if last.kernel_stamps:
+                late = max(events[0].late_by_at_most, events[-1].late_by_at_most)
+                record.stamp_error_ms = (last.send_uncertainty_s + late) * ms
             note_phases(record, last, intended)
             if record.output_tokens and record.output_tokens > 1:
                 record.tpot_ms = (record.ttlt_ms - record.ttft_ms) / (record.output_tokens - 1)
@@ -381,5 +385,7 @@ class RequestChain:
             record.output_tokens, record.output_tokens_source = last.completion_tokens, "usage"
         record.cached_tokens = last.cached_tokens
         record.completion_id, record.local_port = last.completion_id, last.local_port
+        if last.kernel_stamps:
+            record.read_delay_ms = last.read_delay_s * ms
         record.phases_ms = phases
         return record

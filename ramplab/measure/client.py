@@ -307,20 +307,28 @@ class MeasuredClient(httpx.Client):
 
 @dataclass(slots=True)
 class PhaseTrace:
-    """Collects httpcore trace events of one request as monotonic timestamps (seconds)."""
+    """Collects the trace events of one request as monotonic timestamps (seconds).
+
+    An event may bring its own stamp (``info["at"]``: ``http11.py`` stamps the request's write
+    right around the system call); otherwise it is stamped when the callback runs. A new
+    connection's own marks (``TimedStream``: the SYN's system call, the kernel's handshake time)
+    replace the callback's for connect."""
 
     clock: Clock = time.perf_counter
     marks: dict[str, float] = field(default_factory=dict)
     dns_s: float | None = None
+    connection: TimedStream | None = None  # the stream of a connection made for this request
 
     def __call__(self, name: str, info: dict[str, Any]) -> None:
-        now = self.clock()
+        at = info.get("at")
         # The first occurrence wins: httpcore may retry a stale keep-alive connection.
-        self.marks.setdefault(name, now)
+        self.marks.setdefault(name, self.clock() if at is None else at)
         if name == "connection.connect_tcp.complete":
             stream = info.get("return_value")
             if isinstance(stream, TimedStream):
                 self.dns_s = stream.dns_s
+                if stream.connect_from is not None:
+                    self.connection = stream
 
     def _mark(self, name: str) -> float | None:
         """An event of the request's protocol: httpcore names them ``http11.*`` or ``http2.*``."""
@@ -336,10 +344,20 @@ class PhaseTrace:
         return None if a is None or b is None else b - a
 
     def phases_ms(self) -> dict[str, float]:
-        """dns, connect, tls, send and wait (request written → response headers), in ms."""
+        """dns, connect, tls, stall, send and wait (request written → response headers), in ms."""
         out: dict[str, float] = {}
         tcp = self._span("connection.connect_tcp.started", "connection.connect_tcp.complete")
-        if tcp is not None:
+        connection = self.connection
+        if connection is not None and connection.connect_from is not None:
+            out["dns"] = connection.dns_s * 1000.0
+            seen = connection.connected_at or connection.connect_from
+            # Connect as the kernel saw it: SYN → SYN-ACK; what came after it until the
+            # request was written is the generator's (``stall``).
+            handshake = connection.handshake_s
+            if handshake is None:
+                handshake = seen - connection.connect_from
+            out["connect"] = handshake * 1000.0
+        elif tcp is not None:
             dns = self.dns_s or 0.0
             out["dns"] = dns * 1000.0
             out["connect"] = max(tcp - dns, 0.0) * 1000.0
@@ -350,14 +368,18 @@ class PhaseTrace:
         out["tls"] = (tls or 0.0) * 1000.0
         # h2's connection preface and SETTINGS, written once per connection before the first
         # request's headers, count as that request's send.
-        send = self._span(
+        send_start = (
             "http2.send_connection_init.started"
             if "http2.send_connection_init.started" in self.marks
-            else "http.send_request_headers.started",
-            "http.send_request_body.complete",
+            else "http.send_request_headers.started"
         )
+        send = self._span(send_start, "http.send_request_body.complete")
         if send is not None:
             out["send"] = send * 1000.0
+        written = self._mark(send_start)
+        if connection is not None and connection.connect_from is not None and written is not None:
+            up = connection.connect_from + out["connect"] / 1000.0 + (tls or 0.0)
+            out["stall"] = max(written - up, 0.0) * 1000.0
         wait = self._span(
             "http.send_request_body.complete", "http.receive_response_headers.complete"
         )
@@ -367,13 +389,29 @@ class PhaseTrace:
 
     @property
     def went_out(self) -> float | None:
-        """When the request reached the network: connect started, or its first header written."""
+        """When the request reached the network: resolving its new connection's name (the SYN's
+        system call less the resolving time), or its first byte written on a kept-alive one."""
+        connection = self.connection
+        if connection is not None and connection.connect_from is not None:
+            return connection.connect_from - connection.dns_s
         marks = [
             mark
             for name in ("connection.connect_tcp.started", "http.send_request_headers.started")
             if (mark := self._mark(name)) is not None
         ]
         return min(marks) if marks else None
+
+    @property
+    def send_uncertainty_s(self) -> float:
+        """How much later than ``went_out`` the request may have left: the bracket around the
+        system call that sent it (the SYN's, or the request's first bytes' on a kept-alive
+        connection); 0 without one."""
+        connection = self.connection
+        if connection is not None and connection.connect_until is not None:
+            return connection.connect_until - (connection.connect_from or 0.0)
+        start = self._mark("http.send_request_headers.started")
+        end = self._mark("http.send_request_headers.complete")
+        return 0.0 if start is None or end is None else max(end - start, 0.0)
 
     @property
     def headers_at(self) -> float | None:

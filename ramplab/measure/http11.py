@@ -97,7 +97,7 @@ class Http11Pool:
         if stream is None:
             stream = self._connect(origin, timeouts.get("connect"), trace, deadline)
         try:
-            trace("http11.send_request_headers.started", {})
+            stream.write_from = stream.write_until = None
             # As httpcore: a server may answer (an error) and close before reading the whole
             # request; what it said is read below.
             with contextlib.suppress(httpcore.WriteError):
@@ -107,13 +107,18 @@ class Http11Pool:
                     "writing the request",
                     partial(stream.write, head + content),
                 )
-            trace("http11.send_request_headers.complete", {})
-            trace("http11.send_request_body.started", {})
-            trace("http11.send_request_body.complete", {})
+            # Stamped by the stream right around the system call that handed the request to
+            # the kernel (``TimedStream.write``), not before the Python calls that lead to it.
+            written = {"at": stream.write_until}
+            trace("http11.send_request_headers.started", {"at": stream.write_from})
+            trace("http11.send_request_headers.complete", written)
+            trace("http11.send_request_body.started", written)
+            trace("http11.send_request_body.complete", written)
             trace("http11.receive_response_headers.started", {})
             response = Http11Response(self, origin, stream, timeouts.get("read"), deadline)
             response.read_head()
-            trace("http11.receive_response_headers.complete", {})
+            # The head's arrival: the kernel's stamp of its packet, where there is one.
+            trace("http11.receive_response_headers.complete", {"at": stream.arrived_at})
             return response
         except BaseException:
             stream.close()

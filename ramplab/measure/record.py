@@ -104,6 +104,13 @@ class RequestRecord:
     # ``id`` (the first one the stream carried) and the TCP port the request left from.
     completion_id: str | None = None
     local_port: int | None = None
+    # How far this record's stamps may be off (docs/metrics.md, "How exact the stamps are"):
+    # token events whose stamp is only an upper bound (read in one piece with a later event),
+    # the bound on the error of ``ttft_send_ms``/``ttlt_send_ms`` (None: user-space stamps,
+    # no bound known), and how far behind the packets the reader was at worst.
+    coalesced_events: list[int] = field(default_factory=list)
+    stamp_error_ms: float | None = None
+    read_delay_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # Field by field, not ``dataclasses.asdict``: that deep-copies every value and cost
@@ -116,7 +123,22 @@ class RequestRecord:
         data["tokens_per_event"] = list(self.tokens_per_event)
         data["server_events_ms"] = list(self.server_events_ms)
         data["prompt_labels"] = dict(self.prompt_labels)
+        data["coalesced_events"] = list(self.coalesced_events)
         return data
+
+    def measured_itl(self) -> list[float]:
+        """``itl_ms`` without the gaps that touch a coalesced event: what the ITL figures pool
+        (the rest, ``len(itl_ms) − len(measured_itl())``, are counted, not pooled)."""
+        if not self.coalesced_events:
+            return self.itl_ms
+        coalesced = set(self.coalesced_events)
+        out: list[float] = []
+        at = 0
+        for index, tokens in enumerate(self.tokens_per_event[1:], start=1):
+            if index - 1 not in coalesced and index not in coalesced:
+                out.extend(self.itl_ms[at : at + tokens])
+            at += tokens
+        return out
 
 
 _FIELDS = tuple(RequestRecord.__dataclass_fields__)

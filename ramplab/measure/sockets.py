@@ -8,6 +8,7 @@ the kernel's (``SO_TIMESTAMPNS``) where it can give one. Both the HTTP/1.1 excha
 
 from __future__ import annotations
 
+import errno
 import select
 import socket
 import ssl
@@ -19,9 +20,11 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import httpcore
+from httpcore._backends.sync import SyncStream
 
 from ramplab.errors import ResolveError
 from ramplab.measure.resolver import DnsResolver
+from ramplab.measure.timebase import Timebase, process_timebase
 
 __all__ = [
     "Clock",
@@ -56,6 +59,25 @@ _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 _CMSG_SIZE = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
 
 
+# struct tcp_info (linux/tcp.h): eight one-byte fields, then 32-bit ones; tcpi_rtt (µs) is the
+# sixteenth of those. Right after the handshake it is the SYN → SYN-ACK round trip.
+_TCP_INFO_RTT = struct.Struct("=68xI")
+
+
+def handshake_s(sock: socket.socket) -> float | None:
+    """The kernel's SYN → SYN-ACK round trip of a just-connected socket (``TCP_INFO``)."""
+    if sys.platform != "linux":
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_RTT.size)
+    except (OSError, AttributeError):
+        return None
+    if len(info) < _TCP_INFO_RTT.size:
+        return None
+    (rtt_us,) = _TCP_INFO_RTT.unpack(info[: _TCP_INFO_RTT.size])
+    return float(rtt_us) * 1e-6
+
+
 def enable_kernel_stamps(sock: socket.socket) -> bool:
     """Ask the kernel to stamp received packets; False where it cannot (non-Linux, TLS)."""
     if sys.platform != "linux" or not _CMSG_SIZE:
@@ -68,13 +90,26 @@ def enable_kernel_stamps(sock: socket.socket) -> bool:
 
 
 class TimedStream(httpcore.NetworkStream):
-    """A network stream that knows how long resolving its host took, and when bytes arrived.
+    """A network stream that knows how its connection was made and when bytes arrived.
 
     ``arrived_at`` is the arrival of the newest bytes of the last read, on the transport's
-    clock. On plain TCP under Linux it comes from the kernel's receive stamp of the packet
-    (``SO_TIMESTAMPNS``, wall clock, converted by reading both clocks at once), so a reader that
-    is busy elsewhere — another user's greenlet, a garbage collection — does not delay the
-    stamp; elsewhere it is the clock read right after ``recv`` returns.
+    monotonic clock. On plain TCP under Linux it comes from the kernel's receive stamp of the
+    packet (``SO_TIMESTAMPNS``, wall clock, mapped through the process's ``Timebase``: one
+    clock read), so a reader that is busy elsewhere — another user's greenlet, a garbage
+    collection, a CPU taken by other processes — does not delay the stamp; elsewhere it is the
+    clock read right after ``recv`` returns. ``read_at`` is that clock read in both cases, so
+    ``read_at − arrived_at`` is how far behind the reader was.
+
+    A read hands back everything queued with one stamp, its *newest* packet's — and reading in
+    smaller pieces does not help: TCP merges segments that wait in the receive queue into one,
+    keeping the newest stamp (``tcp_try_coalesce``), so what a late reader finds has lost the
+    older packets' stamps before it reads (``attempt.py`` marks such events coalesced).
+
+    Connection marks, on the monotonic clock: ``connect_from``/``connect_until`` bracket the
+    ``connect`` system call that sent the SYN; ``handshake_s`` is the kernel's SYN → SYN-ACK
+    time; ``connected_at`` when the generator saw the connection up. ``write_from``/
+    ``write_until`` bracket the system call that handed the last request's first bytes to the
+    kernel.
     """
 
     def __init__(
@@ -84,38 +119,77 @@ class TimedStream(httpcore.NetworkStream):
         clock: Clock = time.perf_counter,
         stamped: socket.socket | None = None,
         poll: PollFactory = select.poll,
+        timebase: Timebase | None = None,
     ) -> None:
         self.inner = inner
         self.dns_s = dns_s
         self.clock = clock
+        self.timebase = timebase or _timebase_of(clock)
         self.arrived_at: float | None = None
+        self.read_at = 0.0
+        self.connect_from: float | None = None
+        self.connect_until: float | None = None
+        self.handshake_s: float | None = None
+        self.connected_at: float | None = None
+        self.write_from: float | None = None
+        self.write_until: float | None = None
         self._sock = stamped  # the socket with kernel stamps on; None: stamp in user space
         self._poll = poll
         self.local_port = _local_port(inner.get_extra_info("socket"))
 
+    @property
+    def kernel_stamps(self) -> bool:
+        return self._sock is not None
+
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if self._sock is None:
             data = self.inner.read(max_bytes, timeout)
-            self.arrived_at = self.clock()
+            self.arrived_at = self.read_at = self.clock()
             return data
+        return self._receive(max_bytes, timeout)
+
+    def _call(self, function: Callable[..., Any], timeout: float | None, *args: Any) -> Any:
+        assert self._sock is not None
         try:
             self._sock.settimeout(timeout)
-            data, ancillary, _, _ = self._sock.recvmsg(max_bytes, _CMSG_SIZE)
+            return function(*args)
         except TimeoutError as exc:
             raise httpcore.ReadTimeout(exc) from exc
         except OSError as exc:
             raise httpcore.ReadError(exc) from exc
-        now, wall = self.clock(), time.time()
+
+    def _receive(self, max_bytes: int, timeout: float | None) -> bytes:
+        assert self._sock is not None
+        data, ancillary, _, _ = self._call(self._sock.recvmsg, timeout, max_bytes, _CMSG_SIZE)
+        now = self.read_at = self.clock()
         arrived = now
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= 16:
                 seconds, nanoseconds = struct.unpack("qq", payload[:16])
-                arrived = now - max(wall - (seconds + nanoseconds * 1e-9), 0.0)
+                arrived = min(self.timebase.monotonic(seconds + nanoseconds * 1e-9), now)
         self.arrived_at = arrived
-        return data
+        return bytes(data)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self.inner.write(buffer, timeout)
+        sock = self._sock
+        if sock is None:
+            self.write_from = self.clock()
+            self.inner.write(buffer, timeout)
+            self.write_until = self.clock()
+            return
+        try:
+            sock.settimeout(timeout)
+            # The first send is bracketed on its own: its bytes leave during the call, and a
+            # large body's later sends wait on the server's reading, not on the generator.
+            self.write_from = self.clock()
+            sent = sock.send(buffer)
+            self.write_until = self.clock()
+            if sent < len(buffer):
+                sock.sendall(memoryview(buffer)[sent:])
+        except TimeoutError as exc:
+            raise httpcore.WriteTimeout(exc) from exc
+        except OSError as exc:
+            raise httpcore.WriteError(exc) from exc
 
     def close(self) -> None:
         self.inner.close()
@@ -127,14 +201,20 @@ class TimedStream(httpcore.NetworkStream):
         timeout: float | None = None,
     ) -> httpcore.NetworkStream:
         tls = self.inner.start_tls(ssl_context, server_hostname, timeout)
-        wrapped = TimedStream(tls, 0.0, self.clock, poll=self._poll)  # TLS records hide stamps
-        wrapped.local_port = self.local_port
+        # TLS records hide the kernel's stamps: user-space stamps from here on.
+        wrapped = TimedStream(tls, self.dns_s, self.clock, poll=self._poll, timebase=self.timebase)
+        for mark in ("local_port", "connect_from", "connect_until", "handshake_s", "connected_at"):
+            setattr(wrapped, mark, getattr(self, mark))
         return wrapped
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":
             return _readable_now(self.inner.get_extra_info("socket"), self._poll)
         return self.inner.get_extra_info(info)
+
+
+def _timebase_of(clock: Clock) -> Timebase:
+    return process_timebase() if clock is time.perf_counter else Timebase(clock)
 
 
 def _local_port(sock: Any) -> int | None:
@@ -192,6 +272,7 @@ class TimedBackend(httpcore.NetworkBackend):
         self._inner = httpcore.SyncBackend()
         self._cache = cache
         self._clock = clock
+        self._timebase = _timebase_of(clock)
         self._poll = poll
         self._resolver = resolver
 
@@ -229,10 +310,64 @@ class TimedBackend(httpcore.NetworkBackend):
             # resolver leaves the connect less time, never a second full timeout (1 ms at least:
             # a zero timeout would make the connect non-blocking).
             timeout = max(timeout - dns_s, 0.001)
-        stream = self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
-        sock = stream.get_extra_info("socket")
-        stamped = sock if isinstance(sock, socket.socket) and enable_kernel_stamps(sock) else None
-        return TimedStream(stream, dns_s, self._clock, stamped, self._poll)
+        stream = self._connect(address, port, timeout, local_address, socket_options)
+        stream.dns_s = dns_s
+        return stream
+
+    def _connect(
+        self,
+        address: str,
+        port: int,
+        timeout: float | None,
+        local_address: str | None,
+        socket_options: Iterable[Any] | None,
+    ) -> TimedStream:
+        """Connect, stamping right around the system call that sends the SYN.
+
+        Not ``socket.create_connection`` (httpcore's way): it resolves the address again, and
+        under gevent that goes through the resolver's thread pool even for an IP literal — a
+        hub switch between the clock read and the SYN that put up to a second of the
+        generator's time into "connect" on a busy worker. The socket (gevent's, where patched)
+        connects without blocking; the handshake is waited for with ``select.poll`` looked up
+        at call time: gevent's cooperative one under monkey-patching (``select.select`` would
+        fail past descriptor 1024)."""
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for option in socket_options or ():
+                sock.setsockopt(*option)
+            if local_address is not None:
+                sock.bind((local_address, 0))
+            sock.setblocking(False)
+            clock = self._clock
+            started = clock()
+            code = sock.connect_ex((address, port))
+            returned = clock()
+            if code in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+                waiting = select.poll()  # looked up now: gevent's cooperative one when patched
+                waiting.register(sock.fileno(), select.POLLOUT)
+                if not waiting.poll(None if timeout is None else timeout * 1000.0):
+                    raise httpcore.ConnectTimeout(f"connecting to {address}:{port} timed out")
+                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code not in (0, errno.EISCONN):
+                raise httpcore.ConnectError(f"[Errno {code}] {errno.errorcode.get(code, code)}")
+            seen = clock()
+            sock.settimeout(timeout)
+        except OSError as exc:
+            sock.close()
+            raise httpcore.ConnectError(exc) from exc
+        except BaseException:
+            sock.close()
+            raise
+        stamped = sock if enable_kernel_stamps(sock) else None
+        stream = TimedStream(
+            SyncStream(sock), 0.0, clock, stamped, self._poll, timebase=self._timebase
+        )
+        stream.connect_from, stream.connect_until = started, returned
+        stream.handshake_s = handshake_s(sock)
+        stream.connected_at = seen
+        return stream
 
     def connect_unix_socket(
         self,

@@ -77,9 +77,9 @@ from ramplab.plugin.worker import WorkerEngine
 from ramplab.results.failures import ceiling_verdict, kinds_text
 from ramplab.results.outcome import exit_code
 from ramplab.results.producer import RunFacts, summarize
-from ramplab.results.selfcheck import generator_warning
 from ramplab.results.slo import RequestSlo, print_gates
 from ramplab.results.summary import RunSummary
+from ramplab.results.trust import run_warnings
 from ramplab.results.writer import RESERVE_BYTES, ResultsWriter, load_records
 from ramplab.retry.config import RetrySetup
 from ramplab.runs.rundir import RunDir
@@ -330,8 +330,7 @@ def _exit_code(master: MasterEngine, summary: RunSummary | None) -> ExitCode | N
     else:
         if summary.gates:
             print_gates(summary.gates)
-        warning = generator_warning(summary)
-        if warning is not None:
+        for warning in run_warnings(summary):
             sys.stderr.write(f"ramplab: {warning}\n")
         verdict = ceiling_verdict(summary, master.options.max_error_ratio)
         if verdict is not None:

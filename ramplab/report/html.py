@@ -28,8 +28,8 @@ from ramplab.report.tables import (
     turns_table,
 )
 from ramplab.results.breakdown import breakdowns
-from ramplab.results.selfcheck import generator_warning
 from ramplab.results.summary import GateVerdict
+from ramplab.results.trust import run_warnings
 from ramplab.runs.rundir import write_atomically
 
 __all__ = ["html_page", "html_table", "recommendations_html", "write_html"]
@@ -94,10 +94,12 @@ def write_html(
         f"<li>{html.escape(k)}: <code>{html.escape(v)}</code></li>" for k, v in meta.facts(summary)
     )
     groups = breakdowns(run.digest.pooled("phases"))
-    warning = generator_warning(summary)
     sections = [
         f"<ul>{listed}</ul>",
-        f'<p class="warning"><strong>{html.escape(warning)}</strong></p>' if warning else "",
+        *(
+            f'<p class="warning"><strong>{html.escape(warning)}</strong></p>'
+            for warning in run_warnings(summary)
+        ),
         *(
             f'<p class="warning"><strong>{html.escape(line)}</strong></p>'
             for line in incomplete_lines(summary)

@@ -30,8 +30,8 @@ from ramplab.report.tables import (
 )
 from ramplab.results.breakdown import breakdowns
 from ramplab.results.digest import RunDigest
-from ramplab.results.selfcheck import generator_warning
 from ramplab.results.summary import GateVerdict, RunSummary
+from ramplab.results.trust import run_warnings
 from ramplab.runs.rundir import RunDir
 
 __all__ = ["RunMeta", "markdown_table", "recommendation_lines", "render_markdown"]
@@ -104,8 +104,7 @@ def render_markdown(
     if meta.data.get("command"):
         parts += ["Command:", "", "```", str(meta.data["command"]), "```", ""]
     parts += [f"- {k}: `{v}`" for k, v in meta.facts(summary)]
-    warning = generator_warning(summary)
-    if warning is not None:
+    for warning in run_warnings(summary):
         parts += ["", f"> **{warning}**"]
     if summary.stopped_at_s is not None:
         parts.append(

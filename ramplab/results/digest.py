@@ -131,7 +131,7 @@ class _Acc:
             self.ttft.append(r.ttft_ms)
         if r.ttft_send_ms is not None:
             self.ttft_send.append(r.ttft_send_ms)
-        self.itl.extend(r.itl_ms)
+        self.itl.extend(r.measured_itl())
         if r.output_tokens and r.ttlt_send_ms:
             self.rate.append(r.output_tokens * 1000.0 / r.ttlt_send_ms)
         if r.ttlt_ms is not None:

@@ -31,7 +31,8 @@ def exit_code(
     bottleneck (``generator_bound``: its figures measured the generator, exit 4 like the search's
     generator-limited probe); then a gate naming no metric (a typo) outranks a missed one; a
     run past the error ceiling (``max_error_ratio``, ``results/failures.py``; ``None``: not
-    applied) exits 3 like a missed gate.
+    applied) exits 3 like a missed gate; a gate that passed on timing figures the run's own
+    stamps cannot vouch for (``untrusted``, ``results/trust.py``) exits 4: no verdict.
     """
     if interrupted:
         return ExitCode.INTERRUPTED
@@ -47,4 +48,6 @@ def exit_code(
         return ExitCode.SLO_MISSED
     if any(v.status == "fail" for v in summary.gates):
         return ExitCode.SLO_MISSED
+    if any(v.status == "untrusted" for v in summary.gates):
+        return ExitCode.RUN_FAILED  # a gate that passed on stamps that cannot be trusted
     return ExitCode.OK

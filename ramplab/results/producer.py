@@ -38,6 +38,7 @@ from ramplab.results.summary import (
     WorkerCounts,
     WorkerHealth,
 )
+from ramplab.results.trust import judge_stamps
 
 __all__ = ["EngineCounts", "OutageFacts", "RunFacts", "scheduled_counts", "summarize"]
 
@@ -152,6 +153,7 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
         ),
         clocks=dict(facts.clocks) if facts.clocks is not None else None,
         generator_bound=any(bound) if bound else None,
+        untrusted=_any([st.untrusted for st in steps]),
         rebuilt=facts.rebuilt,
         stopped_at_s=facts.stopped_at_s,
         dispatched=_total([st.dispatched for st in steps]),
@@ -227,8 +229,10 @@ def _step(
     health = dict(facts.health[index]) if facts.health is not None and not plain else None
     growth = None if plain else lateness_growth_ms(group, stage, run_start)
     bound, reason = judge(health, growth)
+    figures = measure(group, stage.measured_s, scheduled, dropped)
+    untrusted, untrusted_reason = judge_stamps(figures, health)
     return StepStats(
-        **measure(group, stage.measured_s, scheduled, dropped),
+        **figures,
         index=stage.index,
         start_s=stage.start_s,
         duration_s=stage.duration_s,
@@ -245,7 +249,15 @@ def _step(
         lateness_growth_ms=growth,
         generator_bound=bound,
         generator_reason=reason,
+        untrusted=untrusted,
+        untrusted_reason=untrusted_reason,
     )
+
+
+def _any(values: Sequence[bool | None]) -> bool | None:
+    """True when any step is; ``None`` when no step could be judged."""
+    known = [v for v in values if v is not None]
+    return any(known) if known else None
 
 
 def _total(values: Sequence[int | None]) -> int | None:

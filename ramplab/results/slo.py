@@ -34,6 +34,7 @@ from ramplab.errors import GateError
 from ramplab.measure.record import RequestRecord
 from ramplab.results.selfcheck import distrust
 from ramplab.results.summary import GateStatus, GateVerdict, Observed
+from ramplab.results.trust import untrusted_gates
 
 # ``answer_ttft_ms``: a reasoning model's first answer token (docs/workloads.md).
 _SLO_FIELDS = ("ttft_ms", "tpot_ms", "ttlt_ms", "answer_ttft_ms")
@@ -202,8 +203,9 @@ def parse_gates(texts: Iterable[str], field: str = "gates") -> list[Gate]:
 
 def evaluate_gates(gates: Iterable[Gate], summary: Mapping[str, Any]) -> tuple[GateVerdict, ...]:
     """Every gate on ``summary`` (its ``summary.json`` form); on a generator-bound run a pass is
-    ``untrusted`` (``selfcheck.distrust``), whoever evaluates."""
-    return distrust([g.evaluate(summary) for g in gates], summary)
+    ``untrusted`` (``selfcheck.distrust``), and so is a pass on a timing figure of a run whose
+    stamps cannot be trusted (``trust.untrusted_gates``), whoever evaluates."""
+    return untrusted_gates(distrust([g.evaluate(summary) for g in gates], summary), summary)
 
 
 def gates_table(verdicts: Sequence[GateVerdict]) -> Table:

@@ -18,7 +18,8 @@ Definitions (``docs/summary.md`` quotes these):
 - Latency percentiles (p50/p90/p95/p99/p99.9, min, max, mean) use successful records only,
   computed exactly with numpy's default (linear) interpolation on the raw values — never from
   buckets (Locust rounds to two significant digits). ``itl_ms`` pools every gap of every
-  successful stream; ``ttfb_ms`` and ``lateness_ms`` cover every record that was sent.
+  successful stream but the coalesced ones (``results/trust.py``: counted in
+  ``itl_coalesced``); ``ttfb_ms`` and ``lateness_ms`` cover every record that was sent.
 - ``completed`` + ``failed`` + ``unfinished`` = ``requests``: records that ended ok, that
   failed, and that were cut by the run's end, an interruption or a crash (error kind
   ``unfinished``). The conservation law (``results/conservation.py``) holds them against
@@ -42,6 +43,7 @@ from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import UNFINISHED, RequestRecord
 from ramplab.results.server_figures import workload_figures
 from ramplab.results.summary import Percentiles
+from ramplab.results.trust import stamp_figures
 
 LATENCIES = ("ttft_ms", "ttft_send_ms", "tpot_ms", "ttlt_ms")
 
@@ -120,7 +122,7 @@ def measure(
         "drop_ratio": _ratio(dropped, scheduled) if dropped is not None else None,
         "errors": dict(sorted(errors.items())),
         "error_kinds": dict(sorted(kinds.items())),
-        "itl_ms": percentiles(g for r in ok for g in r.itl_ms),
+        "itl_ms": percentiles(g for r in ok for g in r.measured_itl()),
         "ttfb_ms": percentiles(r.ttfb_ms for r in sent if r.ttfb_ms is not None),
         "lateness_ms": percentiles(r.lateness_ms for r in sent),
     }
@@ -128,6 +130,7 @@ def measure(
         values = (getattr(r, name) for r in ok)
         out[name] = percentiles(v for v in values if v is not None)
     out.update(workload_figures(records, percentiles))  # reasoning phases, prefix-cache hits
+    out.update(stamp_figures(records))
     return out
 
 

@@ -134,6 +134,11 @@ class Figures(_Frozen):
     reasoning_tokens: Percentiles = Percentiles()
     cached_tokens_ratio: float | None = None
     prefix_hit_ratio: float | None = None
+    # How exact the stamps were (``results/trust.py``); defaults so older summaries load.
+    itl_coalesced: int = 0
+    stamps_uncertain: int = 0
+    stamps_unbounded: int = 0
+    stamp_error_max_ms: float | None = None
 
 
 class StepStats(Figures):
@@ -156,6 +161,9 @@ class StepStats(Figures):
     lateness_growth_ms: float | None = None
     generator_bound: bool | None = None
     generator_reason: str | None = None
+    # Whether the step's timing tails can be trusted to ±1 ms (``results/trust.py``).
+    untrusted: bool | None = None
+    untrusted_reason: str | None = None
 
 
 class OutageSummary(_Frozen):
@@ -227,6 +235,7 @@ class RunSummary(Figures):
     clocks: dict[str, ClockOffset] | None = None
     gates: tuple[GateVerdict, ...] = ()
     generator_bound: bool | None = None
+    untrusted: bool | None = None  # any step's timing tails untrusted (``results/trust.py``)
     rebuilt: bool = False
     stopped_at_s: float | None = None
     # The conservation law over the whole run, and why the run is incomplete (empty: complete).

@@ -31,9 +31,9 @@ from ramplab.exitcodes import ExitCode
 from ramplab.report.run import print_steps, write_report
 from ramplab.results.failures import ceiling_verdict, top_kinds
 from ramplab.results.outcome import exit_code
-from ramplab.results.selfcheck import generator_warning
 from ramplab.results.slo import Gate, evaluate_gates, print_gates
 from ramplab.results.summary import RunSummary
+from ramplab.results.trust import run_warnings
 from ramplab.results.writer import load_records
 from ramplab.runs.naming import keep_trace, new_results_dir
 from ramplab.runs.progress import LiveProgress
@@ -560,7 +560,6 @@ def _summary(
     print_steps(summary, console, title)
     if summary.gates:
         print_gates(summary.gates, console)
-    warning = generator_warning(summary)
-    if warning is not None:
+    for warning in run_warnings(summary):
         console.print(f"[red]{escape(warning)}[/]")
     return summary

@@ -145,7 +145,8 @@ def test_phases_add_up_on_plain_http(target: TargetProcess) -> None:
     assert first.phases_ms["tls"] == 0.0
     assert second.phases_ms["connect"] == 0.0  # keep-alive reused the connection
     total = sum(
-        first.phases_ms[p] for p in ("dns", "connect", "send", "wait", "first_token", "stream")
+        first.phases_ms[p]
+        for p in ("dns", "connect", "stall", "send", "wait", "first_token", "stream")
     )
     assert first.ttlt_send_ms is not None
     assert total == pytest.approx(first.ttlt_send_ms, abs=2.0)
