@@ -132,9 +132,12 @@ class RequestRecord:
         if not self.coalesced_events:
             return self.itl_ms
         coalesced = set(self.coalesced_events)
+        per_event = self.tokens_per_event[1:]
+        if sum(per_event) != len(self.itl_ms):  # not written with them: one gap per event
+            per_event = [1] * len(self.itl_ms)
         out: list[float] = []
         at = 0
-        for index, tokens in enumerate(self.tokens_per_event[1:], start=1):
+        for index, tokens in enumerate(per_event, start=1):
             if index - 1 not in coalesced and index not in coalesced:
                 out.extend(self.itl_ms[at : at + tokens])
             at += tokens
