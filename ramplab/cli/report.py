@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from ramplab.campaign.fail_if import parse_conditions
 from ramplab.cli.console import console
@@ -20,6 +21,7 @@ from ramplab.experiment.sources import expand
 from ramplab.report.run import print_steps, write_report
 from ramplab.results.outcome import exit_code
 from ramplab.results.slo import evaluate_gates, parse_gates, print_gates
+from ramplab.results.trust import run_warnings
 from ramplab.runs.manifest import MANIFEST, Manifest
 from ramplab.runs.rebuild import load_summary
 from ramplab.runs.rundir import RunDir
@@ -67,6 +69,8 @@ def report(
             code = exit_code(summary.model_copy(update={"gates": verdicts}))
         if verdicts:
             print_gates(verdicts, console)
+        for warning in run_warnings(summary):  # what the run itself printed under its table
+            console.print(f"[red]{escape(warning)}[/]")
         out = write_report(run_dir, summary, verdicts)
         console.print(f"report: {out}")
         raise typer.Exit(int(code))

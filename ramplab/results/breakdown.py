@@ -10,7 +10,8 @@ mean TTLT (within the ~2 ms the client's phases leave unaccounted, ``docs/metric
 
 The join rule. The client's view is the final attempt's phases after the client's own delay:
 ``lateness`` (intended start → first send), ``retries`` (earlier attempts and back-off before
-the final send), ``dns``, ``connect``, ``tls``, ``send``, ``wait`` (request written → response
+the final send), ``dns``, ``connect``, ``tls``, ``stall`` (a new connection up → the request
+written: the generator's own time), ``send``, ``wait`` (request written → response
 head), ``first_token``, ``stream``. The server's phases all happen after the request was written
 and before the last token reached the client, i.e. inside the client's ``wait + first_token +
 stream`` window, so the joined view places them there: a "before the server" segment equal to
@@ -50,6 +51,7 @@ CLIENT_LABELS = {
     "dns": "DNS",
     "connect": "TCP connect",
     "tls": "TLS",
+    "stall": "generator stall (new connection)",
     "send": "send request",
     "wait": "wait for response head",
     "first_token": "head → first token",
@@ -68,7 +70,7 @@ SERVER_LABELS = {
     "unseen": "network & client",
 }
 GROUP_LABELS: dict[Group, str] = {"median": "median (p45–p55)", "p99": "slowest 1 %"}
-_BEFORE = ("lateness", "retries", "dns", "connect", "tls", "send")
+_BEFORE = ("lateness", "retries", "dns", "connect", "tls", "stall", "send")
 _WINDOW = ("wait", "first_token", "stream")
 
 

@@ -47,8 +47,8 @@ Floats = NDArray[np.float64]
 # earlier attempts and back-off added before the final send; the client's network phases are the
 # final attempt's; the server's are what ``server_timing_ms`` disclosed, ``decode`` without the
 # signature that the reference target counts inside it (see ``breakdown.py``).
-CLIENT_COLUMNS = ("lateness", "retries", "dns", "connect", "tls", "send", "wait", "first_token",
-                  "stream")  # fmt: skip
+CLIENT_COLUMNS = ("lateness", "retries", "dns", "connect", "tls", "stall", "send", "wait",
+                  "first_token", "stream")  # fmt: skip
 SERVER_COLUMNS = ("auth", "ratelimit", "queue", "prefill", "decode", "sign_queue", "lock_wait",
                   "sign")  # fmt: skip
 PHASE_COLUMNS = ("ttlt", *CLIENT_COLUMNS, *SERVER_COLUMNS, "server_seen")

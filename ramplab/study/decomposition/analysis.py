@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["SEGMENTS", "Decomposition", "analyse", "decompose", "study_result", "variant_phases"]
 
 SEGMENTS: dict[str, str] = {
-    "client": "generator lateness & retries",
+    "client": "generator lateness, stall & retries",
     "dns": "DNS",
     "connect": "TCP connect",
     "tls": "TLS handshake",
@@ -101,7 +101,7 @@ def decompose(variant: str, b: PhaseBreakdown) -> Decomposition:
     c = b.client
     window = c["wait"] + c["first_token"]
     segments = {
-        "client": c["lateness"] + c["retries"],
+        "client": c["lateness"] + c["retries"] + c["stall"],
         "dns": c["dns"],
         "connect": c["connect"],
         "tls": c["tls"],

@@ -70,7 +70,7 @@ def test_join_rule_server_phases_sit_inside_the_clients_window() -> None:
     inside = sum(v for k, v in b.server.items() if k not in ("before", "unseen"))
     assert b.server["unseen"] == pytest.approx(window - inside)
     assert b.server["before"] == pytest.approx(sum(b.client[k] for k in (
-        "lateness", "retries", "dns", "connect", "tls", "send")))  # fmt: skip
+        "lateness", "retries", "dns", "connect", "tls", "stall", "send")))  # fmt: skip
     # both views cover the same time
     assert sum(b.server.values()) == pytest.approx(sum(b.client.values()))
     assert b.client["retries"] == pytest.approx(0.0)
