@@ -126,6 +126,8 @@ class Capture:
             code = process.wait()
         if self._reader is not None:
             self._reader.join(timeout=5)
+        if process.stderr is not None:
+            process.stderr.close()
         return code
 
     def __exit__(
