@@ -199,6 +199,18 @@ def _row(cell: Cell, step: dict[str, Any]) -> str:
     )
 
 
+def _connections(comparisons: list[Comparison]) -> str:
+    """TTFT |Δ| of the requests that opened their connection beside the kept-alive ones: the
+    two starts are different events (connect started / first byte written)."""
+    parts = []
+    for label, new in (("new connection", True), ("kept-alive", False)):
+        chosen = [c for c in comparisons if c.new_connection is new]
+        if chosen:
+            ttft = Deltas.of(chosen).ttft
+            parts.append(f"{label} {len(chosen)}: {ttft[0]:.3f} / {ttft[2]:.3f}")
+    return "; ".join(parts)
+
+
 def _load() -> str:
     return Path("/proc/loadavg").read_text().split()[0]
 
@@ -254,4 +266,19 @@ def run() -> str:
             f"{' (' + cell.problems[0] + ')' if cell.problems else ''}; rebuilt last offset vs "
             f"`ttlt_send_ms` within {rebuilt:.6f} ms"
         )
+        run_start = float(cell.summary["run_start"])
+        starts = ", ".join(f"{float(step['start_s']):g}" for step in cell.summary["steps"])
+        lines.append(
+            f"  - whole run, warm-ups included: TTFT |Δ| p50 / max by the request's connection: "
+            f"{_connections(cell.comparisons)}; steps start at {starts} s"
+        )
+        for step in cell.summary["steps"]:
+            window = cell.window(step)
+            if not window:
+                continue
+            gap, at = max((c.worst_gap() for c in window), key=lambda g: abs(g[0]))
+            lines.append(
+                f"  - {int(step.get('target_users') or 0)} streams: worst ITL Δ {gap:+.3f} ms, "
+                f"at {at - run_start:.2f} s of the run"
+            )
     return "\n".join(lines) + "\n"

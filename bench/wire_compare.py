@@ -91,6 +91,15 @@ class Comparison:
     wire_ms: tuple[float, ...]
     coalesced: frozenset[int] | None  # None: the record does not say
     ttlt_rebuild_ms: float  # rebuilt last offset − ttlt_send_ms (a check of the rebuild: ~0)
+    wire_start_ns: int = 0  # the wire's start, epoch ns: places the request in the run
+
+    def worst_gap(self) -> tuple[float, float]:
+        """(ITL Δ of the gap with the largest |Δ|, epoch seconds of the event that ends it)."""
+        gaps = self.itl_delta_ms
+        k = max(range(len(gaps)), key=lambda i: abs(gaps[i]), default=None)
+        if k is None:
+            return 0.0, self.wire_start_ns / 1e9 + self.wire_ms[0] / 1e3
+        return gaps[k], self.wire_start_ns / 1e9 + self.wire_ms[k + 1] / 1e3
 
     @property
     def delta_ms(self) -> list[float]:
@@ -144,6 +153,7 @@ def compare(record: dict[str, Any], exchange: Exchange) -> Comparison | str:
         wire_ms=tuple((event.at_ns - start) / 1e6 for event in wire),
         coalesced=None if coalesced is None else frozenset(coalesced),
         ttlt_rebuild_ms=offsets[-1] - float(record["ttlt_send_ms"]),
+        wire_start_ns=start,
     )
 
 
