@@ -266,9 +266,12 @@ class _Connection:
 def _frames(path: Path) -> Iterator[tuple[int, dpkt.tcp.TCP]]:
     """(capture stamp in epoch ns, TCP segment) of every IPv4/IPv6 TCP packet of a pcap."""
     with path.open("rb") as handle:
+        magic = int.from_bytes(handle.read(4), "little")
+        handle.seek(0)
+        # A nanosecond file's stamps come as exact Decimals, a microsecond file's as floats.
+        nano = magic in (dpkt.pcap.TCPDUMP_MAGIC_NANO, dpkt.pcap.PMUDPCT_MAGIC_NANO)
         reader = dpkt.pcap.Reader(handle)
         link = reader.datalink()
-        nano = reader._divisor != 1e6  # Decimal('1E9') for a nanosecond file
         for stamp, buf in reader:
             ns = int(stamp * 10**9) if nano else round(stamp * 1e6) * 1000
             if link == dpkt.pcap.DLT_EN10MB:
