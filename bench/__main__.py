@@ -24,6 +24,7 @@ BENCHMARKS = [
     "prefix_cache",
     "tracing_overhead",
     "foreign_truth",
+    "wire_accuracy",
     "peers",
     "generator_load",
     "soak",
