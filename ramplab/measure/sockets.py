@@ -9,6 +9,7 @@ the kernel's (``SO_TIMESTAMPNS``) where it can give one. Both the HTTP/1.1 excha
 from __future__ import annotations
 
 import errno
+import ipaddress
 import select
 import socket
 import ssl
@@ -217,6 +218,14 @@ def _timebase_of(clock: Clock) -> Timebase:
     return process_timebase() if clock is time.perf_counter else Timebase(clock)
 
 
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def _local_port(sock: Any) -> int | None:
     """The port a TCP connection left from; None for anything else."""
     try:
@@ -277,6 +286,10 @@ class TimedBackend(httpcore.NetworkBackend):
         self._resolver = resolver
 
     def _resolve(self, host: str, port: int, timeout: float | None) -> str:
+        if _is_address(host):
+            # Nothing to resolve, and nothing goes out on the network: no ``getaddrinfo`` (under
+            # gevent a trip through the resolver's thread pool, milliseconds on a busy worker).
+            return host
         key = (host, port)
         if self._cache is not None:
             cached = self._cache.get(key)

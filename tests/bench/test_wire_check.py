@@ -4,8 +4,9 @@ Two short cells of 20 closed-loop streams against the reference target under ``t
 quiet, and starved by two busy loops on the worker's core. Each must join every record with a
 wire exchange and every exchange with a record; the quiet one must agree with the wire to 0.05
 ms per event at the median. And whatever the machine did, ramplab must say so: a step whose
-TTFT or (clean-gap) ITL |Δ| p99 against the wire passes 2 ms is marked ``untrusted`` in
-``summary.json``, one with both under 1 ms is not.
+TTFT or ITL |Δ| p99 against the wire passes 2 ms is marked ``untrusted`` in ``summary.json``,
+one with both under 1 ms is not. ITL over every gap: ramplab keeps the coalesced ones out of its
+figures, and whether the rest still stands for the step is exactly what the mark says.
 """
 
 from __future__ import annotations
@@ -63,9 +64,9 @@ def _trust_rule(cell: Cell) -> None:
     for step in cell.summary["steps"]:
         deltas = cell.step_deltas(step)
         assert deltas.requests > 0, f"step {step['index']}: nothing to compare"
-        worst = max(deltas.ttft[1], deltas.clean_itl[1])
+        worst = max(deltas.ttft[1], deltas.itl[1])
         said = (step["untrusted"], step.get("untrusted_reason"))
-        figures = f"TTFT |Δ| p99 {deltas.ttft[1]:.3f} ms, ITL |Δ| p99 {deltas.clean_itl[1]:.3f} ms"
+        figures = f"TTFT |Δ| p99 {deltas.ttft[1]:.3f} ms, ITL |Δ| p99 {deltas.itl[1]:.3f} ms"
         if worst > UNTRUSTED_MS:
             assert step["untrusted"] is True, f"step {step['index']}: {figures}, summary {said}"
         if worst < TRUSTED_MS:
