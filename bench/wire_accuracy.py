@@ -242,9 +242,11 @@ def run() -> str:
         "event's first byte (`bench/wire.py`, `bench/wire_compare.py`). Columns are |Δ| in ms, "
         "p50 / p99 / max, over each step's measured window; ITL Δ is the change of Δ across a "
         'gap; "excl. coalesced" leaves out gaps touching an event the record lists in '
-        "`coalesced_events` (n/a: the records carry no such field yet). Matched = records of "
-        "the window compared with the wire / records of the step with no exchange; untrusted = "
-        "the step's `untrusted` flag in `summary.json` (— : no such field yet). "
+        "`coalesced_events` (ramplab's own figures leave them out and count them). Matched = "
+        "records of the window compared with the wire / records of the step with no exchange; "
+        "untrusted = the step's `untrusted` flag in `summary.json` (`results/trust.py`): it "
+        f"must be set where TTFT or ITL (all gaps) |Δ| p99 passes {UNTRUSTED_MS:g} ms, and "
+        f"unset where both stay under {TRUSTED_MS:g} ms. "
         f"Load average (1 min) {load_before} before and {load_after} after the run (2 cores, "
         "shared with other engineers' work).",
         "",
@@ -277,8 +279,10 @@ def run() -> str:
             if not window:
                 continue
             gap, at = max((c.worst_gap() for c in window), key=lambda g: abs(g[0]))
+            reason = step.get("untrusted_reason")
             lines.append(
                 f"  - {int(step.get('target_users') or 0)} streams: worst ITL Δ {gap:+.3f} ms, "
                 f"at {at - run_start:.2f} s of the run"
+                + (f"; untrusted: {reason}" if reason else "")
             )
     return "\n".join(lines) + "\n"
