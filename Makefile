@@ -7,8 +7,9 @@ STAMP  := $(VENV)/.installed
 # Debian packages named after the command they provide, or COMMAND:PACKAGE (prometheus brings
 # promtool too; chromium renders report.html in the browser check; ip (iproute2) builds the
 # network namespaces of the multi-host test; dockerd, docker-compose and mmdebstrap build the
-# image and bring the compose stack up in tests/ops/test_compose_up.py).
-SYSTEM_TOOLS ?= prometheus chromium ip:iproute2 dockerd:docker.io docker-compose mmdebstrap
+# image and bring the compose stack up in tests/ops/test_compose_up.py; tcpdump captures the
+# loopback for the wire check, tests/bench/test_wire_check.py and bench/wire_accuracy.py).
+SYSTEM_TOOLS ?= prometheus chromium ip:iproute2 dockerd:docker.io docker-compose mmdebstrap tcpdump
 
 .PHONY: demo test check lint typecheck bench system-deps clean
 

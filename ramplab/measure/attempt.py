@@ -28,6 +28,7 @@ from ramplab.measure.headers import head_failure, header_map, parse_retry_after,
 from ramplab.measure.integrity import ERROR_KIND, SIGNATURE_COMMENT, Signature, Verifier
 from ramplab.measure.sockets import TimedStream
 from ramplab.measure.sse import SSEEvent, SSEParser
+from ramplab.measure.timebase import Timebase, process_timebase
 
 Clock = Callable[[], float]
 TIMING_COMMENT = "ramplab-timing"
@@ -262,7 +263,9 @@ def run_attempt(
     # payload until the stream ends, so an exact-size copy keeps 4 KiB per stream in flight free.
     payload = memoryview(orjson.dumps(body)).tobytes()
     stream = bool(body.get("stream", False))
-    result = AttemptResult(sent_at=clock(), sent_epoch=wall())
+    sent = clock()
+    timebase = process_timebase() if clock is time.perf_counter else Timebase(clock, wall)
+    result = AttemptResult(sent_at=sent, sent_epoch=timebase.epoch(sent))
     if started is not None:
         started(result)
     if isinstance(body.get("seed"), int):

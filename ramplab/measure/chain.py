@@ -18,6 +18,7 @@ from ramplab.measure.client import MeasuredClient
 from ramplab.measure.integrity import Verifier
 from ramplab.measure.reasoning import note_phases
 from ramplab.measure.record import UNFINISHED, AttemptRecord, RequestRecord
+from ramplab.measure.timebase import Timebase, process_timebase
 from ramplab.retry.base import AttemptOutcome, NoRetry, RetryPolicy
 from ramplab.workload.tokenizers import ApproxTokenizer, Tokenizer
 
@@ -151,6 +152,8 @@ class RequestChain:
         self.worker = worker
         self.clock = clock
         self.wall = wall
+        # Epochs from the monotonic reading they belong to: one clock read per stamp.
+        self.timebase = process_timebase() if clock is time.perf_counter else Timebase(clock, wall)
         self.sleep = sleep
         self.verifier = verifier  # content integrity, only when asked for (integrity.py)
         self.last_text = ""  # the last request's answer text (run() sets it)
@@ -169,7 +172,7 @@ class RequestChain:
         self.last_text = ""
         now = self.clock()
         intended = now if intended_start is None else intended_start
-        intended_epoch = self.wall() - (now - intended)
+        intended_epoch = self.timebase.epoch(intended)
         flight = self._flight = _InFlight(intended, intended_epoch, step, target_qps)
         log = flight.log
         last: AttemptResult | None = None
@@ -185,7 +188,8 @@ class RequestChain:
             try:
                 extra = {**(headers or {}), **self.auth.headers()}
             except AuthError as exc:
-                result = AttemptResult(sent_at=self.clock(), sent_epoch=self.wall())
+                sent = self.clock()
+                result = AttemptResult(sent_at=sent, sent_epoch=self.timebase.epoch(sent))
                 result.error_kind, result.error_detail = "auth_error", str(exc)
                 result.ended_at = result.sent_at
             else:

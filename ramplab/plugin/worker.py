@@ -30,6 +30,7 @@ from ramplab.load.pacer import Arrival, Pacer
 from ramplab.load.plan import PROGRESS_MESSAGE, Plan
 from ramplab.load.shapes import Shape, Stage, parse_shape
 from ramplab.measure.record import RequestRecord
+from ramplab.measure.timebase import process_timebase
 from ramplab.plugin.dispatch import Dispatcher
 from ramplab.plugin.forwarder import Forwarder
 from ramplab.results.selfcheck import CPU_WINDOW_S, TICK_S, HealthAccumulator, loop_thread_ns
@@ -66,7 +67,8 @@ class WorkerEngine:
             return
         self.plan = plan
         self.shape = parse_shape(plan.shape)
-        self.start_clock = time.perf_counter() + (plan.start_epoch - time.time())
+        # One offset between the clocks (``timebase.py``), not two reads a pause could split.
+        self.start_clock = process_timebase().monotonic(plan.start_epoch)
         self.health = HealthAccumulator(self.shape)
         self._greenlets.append(gevent.spawn(self._report_loop))
         self._greenlets.append(gevent.spawn(self._health_loop, self.health))
