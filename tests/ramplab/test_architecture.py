@@ -61,6 +61,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("search",),
     ("study",),
     ("cli",),
+    ("__main__",),  # ``python -m ramplab``: the command line, above everything
 )
 LAYER_OF = {package: n for n, layer in enumerate(LAYERS) for package in layer}
 # The package root and the locustfile-facing modules: they may import anything.
