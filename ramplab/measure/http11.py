@@ -73,6 +73,21 @@ def request_head(target: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
     return b"".join(lines)
 
 
+def _trace_write(trace: Trace, stream: TimedStream) -> None:
+    """The request's write, stamped by the stream right around the system call that handed it
+    to the kernel (``TimedStream.write``), not before the Python calls that lead to it. The
+    call's end is no later than the response's first packet: a server on the same host can
+    answer before the call has returned."""
+    start, end, arrived = stream.write_from, stream.write_until, stream.arrived_at
+    if start is not None and end is not None and arrived is not None and start <= arrived < end:
+        end = arrived
+    written = {"at": end}
+    trace("http11.send_request_headers.started", {"at": start})
+    trace("http11.send_request_headers.complete", written)
+    trace("http11.send_request_body.started", written)
+    trace("http11.send_request_body.complete", written)
+
+
 class Http11Pool:
     """Kept-alive connections by origin, handed to one request at a time."""
 
@@ -107,16 +122,12 @@ class Http11Pool:
                     "writing the request",
                     partial(stream.write, head + content),
                 )
-            # Stamped by the stream right around the system call that handed the request to
-            # the kernel (``TimedStream.write``), not before the Python calls that lead to it.
-            written = {"at": stream.write_until}
-            trace("http11.send_request_headers.started", {"at": stream.write_from})
-            trace("http11.send_request_headers.complete", written)
-            trace("http11.send_request_body.started", written)
-            trace("http11.send_request_body.complete", written)
             trace("http11.receive_response_headers.started", {})
             response = Http11Response(self, origin, stream, timeouts.get("read"), deadline)
-            response.read_head()
+            try:
+                response.read_head()
+            finally:
+                _trace_write(trace, stream)
             # The head's arrival: the kernel's stamp of its packet, where there is one.
             trace("http11.receive_response_headers.complete", {"at": stream.arrived_at})
             return response

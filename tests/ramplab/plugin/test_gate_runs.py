@@ -21,7 +21,9 @@ def target(shared_target: SharedTarget) -> TargetProcess:
 
 
 def test_gates_pass_exit_0(target: TargetProcess, tmp_path: Path) -> None:
-    gates = "error_ratio < 0.01; ttft_ms.p99 < 60000; steps[*].requests > 0"
+    # No timing gate here: on a busy machine a pass on TTFT may be untrusted (exit 4, by
+    # results/trust.py's rule, held in tests/ramplab/results/test_trust.py).
+    gates = "error_ratio < 0.01; achieved_qps > 0; steps[*].requests > 0"
     run = run_ramp(tmp_path, target.url, [*SHAPE, "--ramplab-gate", gates])
     assert run.returncode == 0, run.tail()
     assert run.logs["master"].count("PASS") >= 3  # the printed table, one row per gate
