@@ -91,12 +91,11 @@ def test_a_starved_reader_marks_the_events_it_read_together() -> None:
     # What is pooled is what was measured: no gap of two events read as one.
     assert all(gap > APART_S * 1000 / 2 for gap in record.measured_itl())
     assert len(record.itl_ms) == 11  # the record keeps every gap, in order
+    # How late it read, and how far its TTFT may be off, are on the record. (Not how much: on a
+    # busy machine the target may be starved too and send its tokens in a burst, when merged
+    # tokens did arrive together and the bound is rightly small.)
     assert record.read_delay_ms is not None
-    assert record.read_delay_ms > 20.0  # and it knows how late it read
-    if 0 in record.coalesced_events:
-        # The first token came with a later one: TTFT is an upper bound, and says by how much.
-        assert record.stamp_error_ms is not None
-        assert record.stamp_error_ms > APART_S * 1000 / 2
+    assert record.stamp_error_ms is not None
 
 
 @linux_only
