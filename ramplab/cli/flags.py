@@ -56,7 +56,7 @@ Warmup = Annotated[
     _flag("The unmeasured start of each step (default: a fifth of --step, e.g. 6s of 30s)."),
 ]
 Arrivals = Annotated[
-    str | None, _flag("Open loop's arrival process: poisson (default) or constant.")
+    str | None, _flag("Open loop's arrival process: poisson (default), constant or gamma:B.")
 ]
 Model = Annotated[
     str | None, _flag("Model of each request (default: the first of the target's /v1/models).")

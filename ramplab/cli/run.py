@@ -141,7 +141,9 @@ def run(
     experiment: Experiment | None = None
     with storage_errors(), user_errors():
         if target is not None:
-            target = check_target(target, _note)
+            # With --print-campaign -, stdout is the YAML alone: a note goes to stderr there.
+            quiet = print_campaign is not None and str(print_campaign) == "-"
+            target = check_target(target, _note_to_stderr if quiet else _note)
         if campaign is None:
             built = cli_flags.build(flags, target)
             if print_campaign is not None:
@@ -183,6 +185,10 @@ def run(
 
 def _note(text: str) -> None:
     console.print(f"[yellow]note:[/] {escape(text)}")
+
+
+def _note_to_stderr(text: str) -> None:
+    sys.stderr.write(f"note: {text}\n")
 
 
 def validate(

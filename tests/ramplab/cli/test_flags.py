@@ -47,6 +47,15 @@ def test_concurrency_is_a_closed_loop_of_users(tmp_path: Path) -> None:
                              "warmup": "1s"}  # fmt: skip
 
 
+def test_a_target_note_leaves_the_printed_yaml_alone() -> None:
+    done = ramplab_in_process(["run", "--rates", "1", "--target", "http://127.0.0.1:9/v1",
+                               "--print-campaign", "-"])  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "ends in /v1" in done.stderr
+    assert yaml.safe_load(done.stdout)["name"] == "ramp"
+    assert "--target http://127.0.0.1:9\n" in done.stdout  # the URL the run uses
+
+
 def test_the_api_key_is_never_written(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_LLM_KEY", "sk-very-secret")
     done = ramplab_in_process(["run", "--rates", "1", "--api-key-env", "MY_LLM_KEY",
