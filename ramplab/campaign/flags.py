@@ -23,7 +23,7 @@ from ramplab.campaign.schema import Campaign, parse_campaign
 from ramplab.errors import CampaignError, UsageError
 from ramplab.load.shapes import parse_duration
 
-__all__ = ["WARMUP_SHARE", "FlagCampaign", "RampFlags", "campaign_from_flags"]
+__all__ = ["WARMUP_SHARE", "FlagCampaign", "RampFlags", "campaign_from_flags", "campaign_mapping"]
 
 # A step's first fifth is its warm-up: long enough for a stepped rate's queue to settle at the
 # new level, short enough that most of the step is measured (demo.yaml: 5 s of 20 s).
