@@ -144,6 +144,7 @@ def run(
             # With --print-campaign -, stdout is the YAML alone: a note goes to stderr there.
             quiet = print_campaign is not None and str(print_campaign) == "-"
             target = check_target(target, _note_to_stderr if quiet else _note)
+        gates = parse_gates(gate or [], field="--gate")
         if campaign is None:
             built = cli_flags.build(flags, target)
             if print_campaign is not None:
@@ -156,7 +157,6 @@ def run(
             experiment = load_experiment(campaign, check_target=target is None)
             parsed = experiment.variants[0].campaign if experiment else load_campaign(campaign)
             campaign_path, text = campaign, campaign.read_text(encoding="utf-8")
-        gates = parse_gates(gate or [], field="--gate")
         request = RunRequest(
             campaign=parsed,
             campaign_path=campaign_path,
