@@ -21,6 +21,7 @@ from ramplab.errors import UsageError
 
 __all__ = [
     "CampaignArg",
+    "CampaignOrFlags",
     "JsonFlag",
     "Locustfile",
     "RunName",
@@ -37,9 +38,11 @@ __all__ = [
 ]
 
 
-def _campaign_path(given: Path) -> Path:
+def _campaign_path(given: Path | None) -> Path | None:
     """A path that exists wins; otherwise a shipped campaign by name (``demo``,
     ``campaigns/demo.yaml``), so the README's commands work from any directory."""
+    if given is None:
+        return None
     return given if given.exists() else (data.campaign(given) or given)
 
 
@@ -47,6 +50,16 @@ CampaignArg = Annotated[
     Path,
     typer.Argument(
         help="Campaign YAML, or a shipped campaign's name (`ramplab campaigns`; docs/cli.md).",
+        show_default=False,
+        callback=_campaign_path,
+    ),
+]
+
+CampaignOrFlags = Annotated[
+    Path | None,
+    typer.Argument(
+        help="Campaign YAML, or a shipped campaign's name (`ramplab campaigns`; docs/cli.md); "
+        "leave it out to describe the run with --rates or --concurrency instead.",
         show_default=False,
         callback=_campaign_path,
     ),

@@ -14,12 +14,15 @@ from rich.table import Table
 
 from ramplab import data
 from ramplab.campaign import preflight
+from ramplab.campaign.flags import RampFlags
 from ramplab.campaign.schema import load_campaign
 from ramplab.campaign.variants import Experiment, load_experiment
+from ramplab.cli import flags as cli_flags
 from ramplab.cli.console import console
 from ramplab.cli.errors import storage_errors, user_errors
 from ramplab.cli.options import (
     CampaignArg,
+    CampaignOrFlags,
     Locustfile,
     RunName,
     RunRedisUrl,
@@ -58,7 +61,7 @@ def campaigns() -> None:
 
 
 def run(
-    campaign: CampaignArg,
+    campaign: CampaignOrFlags = None,
     target: RunTarget = None,
     workers: RunWorkers = None,
     results_dir: RunResultsDir = Path("results"),
@@ -117,21 +120,47 @@ def run(
             show_default=False,
         ),
     ] = None,
+    rates: cli_flags.Rates = None,
+    concurrency: cli_flags.Concurrency = None,
+    step: cli_flags.Step = None,
+    warmup: cli_flags.Warmup = None,
+    arrivals: cli_flags.Arrivals = None,
+    model: cli_flags.Model = None,
+    max_tokens: cli_flags.MaxTokens = None,
+    prompt_tokens: cli_flags.PromptTokens = None,
+    api_key_env: cli_flags.ApiKeyEnv = None,
+    print_campaign: cli_flags.PrintCampaign = None,
 ) -> None:
     """Run a campaign: start the stack, ramp, print the per-step table, apply the gates.
 
     A campaign with variants (matrix/variants/repeat) is an experiment: every run under one
-    directory, interleaved, then the comparison."""
+    directory, interleaved, then the comparison. Without a file, the flags of the last panel
+    describe a stepped ramp (--rates) or closed loop (--concurrency) that runs the same way."""
+    flags = RampFlags(rates, concurrency, step, warmup, arrivals, model, max_tokens,
+                      prompt_tokens, api_key_env)  # fmt: skip
+    experiment: Experiment | None = None
     with storage_errors(), user_errors():
         if target is not None:
-            target = check_target(target, _note)
+            # With --print-campaign -, stdout is the YAML alone: a note goes to stderr there.
+            quiet = print_campaign is not None and str(print_campaign) == "-"
+            target = check_target(target, _note_to_stderr if quiet else _note)
         gates = parse_gates(gate or [], field="--gate")
-        experiment = load_experiment(campaign, check_target=target is None)
-        parsed = experiment.variants[0].campaign if experiment else load_campaign(campaign)
+        if campaign is None:
+            built = cli_flags.build(flags, target)
+            if print_campaign is not None:
+                cli_flags.write_campaign(built, print_campaign)
+                raise typer.Exit(0)
+            cli_flags.print_summary(built, target, console)
+            parsed, campaign_path, text = built.campaign, Path("(flags)"), built.text
+        else:
+            cli_flags.refuse_beside_file(flags, print_campaign, campaign)
+            experiment = load_experiment(campaign, check_target=target is None)
+            parsed = experiment.variants[0].campaign if experiment else load_campaign(campaign)
+            campaign_path, text = campaign, campaign.read_text(encoding="utf-8")
         request = RunRequest(
             campaign=parsed,
-            campaign_path=campaign,
-            campaign_text=campaign.read_text(encoding="utf-8"),
+            campaign_path=campaign_path,
+            campaign_text=text,
             results_dir=results_dir,
             run_name=None if experiment else run_name,
             target_url=target,
@@ -156,6 +185,10 @@ def run(
 
 def _note(text: str) -> None:
     console.print(f"[yellow]note:[/] {escape(text)}")
+
+
+def _note_to_stderr(text: str) -> None:
+    sys.stderr.write(f"note: {text}\n")
 
 
 def validate(

@@ -49,10 +49,13 @@ log = logging.getLogger("ramplab.plugin")
 
 
 class MasterEngine:
-    def __init__(self, runner: Any, options: RunOptions, local_worker: str | None) -> None:
+    def __init__(
+        self, runner: Any, options: RunOptions, local_worker: str | None, model: str | None
+    ) -> None:
         assert options.shape is not None
         self.runner = runner
         self.options = options
+        self.model = model  # what the users ask for (--model), for the summary
         self.shape: Shape = options.shape
         self.local_worker = local_worker  # set when master and worker share one process
         self.plan: Plan | None = None
@@ -274,6 +277,7 @@ class MasterEngine:
             shape_text=plan.shape,
             arrivals=plan.arrivals,
             seed=plan.seed,
+            model=self.model,
             workers=plan.epochs,
             retry=self.options.retry_spec,
             slo=self.options.slo,

@@ -151,7 +151,7 @@ class RamplabPlugin:
                 receive_into(runner, self.writer)
             self.writer.on_failure = self._on_storage_failure
         if run is not None:
-            self._start_engines(run)
+            self._start_engines(run, settings.model)
         if Exporters.wanted(metrics, self.role):
             assert runner is not None
             self.exporters = Exporters(metrics, runner, self.worker_engine, self.master_engine)
@@ -163,7 +163,7 @@ class RamplabPlugin:
             except OSError as exc:
                 raise UsageError("", f"{progress.OPTION} {str(path)!r}: {exc.strerror}") from None
 
-    def _start_engines(self, run: RunOptions) -> None:
+    def _start_engines(self, run: RunOptions, model: str | None) -> None:
         # httpx logs every request at INFO, which Locust's root logger shows and a worker forwards
         # to its master: at 300 QPS that is a large share of the generator's CPU, for nothing.
         logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -185,7 +185,7 @@ class RamplabPlugin:
                 answer_pings(runner)
         if self.role.coordinates:
             master = self.master_engine = MasterEngine(
-                runner, run, "local" if self.role is Role.LOCAL else None
+                runner, run, "local" if self.role is Role.LOCAL else None, model
             )
             runner.register_message(
                 PROGRESS_MESSAGE, lambda environment, msg, **_: master.on_progress(msg.data)

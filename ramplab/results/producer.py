@@ -89,6 +89,7 @@ class RunFacts:
     shape_text: str | None = None
     arrivals: str | None = None
     seed: int | None = None
+    model: str | None = None  # --model; None: the first of the target's GET /v1/models
     workers: Epochs | None = None
     retry: Any = None
     slo: RequestSlo = field(default_factory=RequestSlo)
@@ -142,6 +143,7 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
         shape=facts.shape_text,
         arrivals=facts.arrivals,
         seed=facts.seed,
+        model=facts.model,
         run_start=run_start,
         workers=_epochs(facts.workers),
         retry=facts.retry,

@@ -227,6 +227,7 @@ class RunSummary(Figures):
     shape: str | None = None
     arrivals: str | None = None
     seed: int | None = None
+    model: str | None = None  # as the run asked (--model); None: the target's first
     run_start: float | None = None
     workers: tuple[tuple[float, tuple[str, ...]], ...] | None = None
     retry: Any = None

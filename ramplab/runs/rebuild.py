@@ -107,6 +107,7 @@ def rebuild_facts(
         shape_text=campaign.shape_text(),
         arrivals=campaign.arrival_spec,
         seed=campaign.seed,
+        model=campaign.workload.model,
         retry=retry,
         slo=parse_request_slo(campaign.slo),
         scheduled=scheduled,
