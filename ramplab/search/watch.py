@@ -25,6 +25,7 @@ from typing import Any
 from ramplab.campaign.search import SearchSpec
 from ramplab.load.shapes import Shape
 from ramplab.results.acceptance import threshold
+from ramplab.results.steps import EPOCH_SLACK_S
 from ramplab.runs.tail import RunTail
 
 __all__ = ["ProbeWatch"]
@@ -82,7 +83,8 @@ class ProbeWatch:
             if item.step is not None and 0 <= item.step < len(stages)
             else self.shape.stage_at(offset)
         )
-        if stage is None or not stage.in_measured(offset):
+        slack = EPOCH_SLACK_S if item.step is not None else 0.0  # as results/steps.py counts
+        if stage is None or not stage.measured_start_s - slack <= offset < stage.end_s + slack:
             return
         self.measured += 1
         if not item.good:
