@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ramplab.runs.rundir import RunDir, write_atomically
-from ramplab.search.table import COUNTS, answer_line
+from ramplab.search.table import COUNTS, answer_line, unplaced
 
 __all__ = ["HEADERS", "probe_rows", "search_html", "search_markdown", "write_search_report"]
 
@@ -32,19 +32,18 @@ def _pct(value: Any) -> str:
 
 
 def probe_rows(probes: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    """One row of ``HEADERS`` per probe, in the order they ran (``unplaced``: arrivals with
-    neither a record nor a drop count, plus dispatched ones without a record)."""
+    """One row of ``HEADERS`` per probe, in the order they ran (``unplaced``: scheduled
+    arrivals with neither a record nor a drop count — lost, or sent without a record)."""
     rows = []
     for p in probes:
         counts = p.get("counts") or {}
         att = p.get("attainment") or {}
         ttft = p.get("ttft_ms") or {}
         itl = p.get("itl_ms") or {}
-        unplaced = (counts.get("missing") or 0) + max(0, counts.get("unaccounted") or 0)
         rows.append([
             str(p.get("index", "")), str(p.get("phase", "")), _num(p.get("rate")),
             _num(p.get("achieved_qps")), *(_num(counts.get(n), "d") for n in COUNTS),
-            str(unplaced) if counts else "–", _pct(att.get("estimate")),
+            str(unplaced(counts)) if counts else "–", _pct(att.get("estimate")),
             f"{_pct(att.get('low'))}–{_pct(att.get('high'))}", _num(ttft.get("p50"), ".1f"),
             _num(ttft.get("p99"), ".1f"), _num(itl.get("p50"), ".1f"),
             _num(itl.get("p99"), ".1f"), str(p.get("verdict", "?")), str(p.get("reason", "")),

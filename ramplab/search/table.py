@@ -27,6 +27,7 @@ __all__ = [
     "print_search",
     "probe_table",
     "read_search",
+    "unplaced",
     "write",
 ]
 
@@ -68,15 +69,20 @@ def _cpu(shares: Mapping[str, float] | None) -> str:
 COUNTS = ("scheduled", "dispatched", "completed", "failed", "dropped", "lost")
 
 
+def unplaced(counts: Mapping[str, Any]) -> int:
+    """Scheduled arrivals with neither a record nor a drop count (lost + unrecorded)."""
+    lost = counts.get("lost") or 0
+    return max(counts.get("missing") or 0, lost + max(0, counts.get("unaccounted") or 0))
+
+
 def count_cells(probe: Mapping[str, Any]) -> list[str]:
-    """The hold's arrivals by fate; ``lost`` also counts the arrivals with no record at all
-    (``missing``, ``unaccounted``), marked ``!`` — the probe's reason says which."""
+    """The hold's arrivals by fate; ``lost`` shows every arrival with no record and no drop
+    count, marked ``!`` when some were sent (the probe's reason says which)."""
     counts = probe.get("counts") or {}
     cells = [_num(counts.get(name), "d") for name in COUNTS]
-    unplaced = (counts.get("missing") or 0) + max(0, counts.get("unaccounted") or 0)
-    if unplaced:
-        lost = (counts.get("lost") or 0) + unplaced
-        cells[-1] = f"{lost}!"
+    missing = unplaced(counts)
+    if missing > (counts.get("lost") or 0):
+        cells[-1] = f"{missing}!"
     return cells
 
 

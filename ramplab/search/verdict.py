@@ -163,18 +163,19 @@ def saturation(spec: SearchSpec, windows: Sequence[Window]) -> str | None:
 
 
 def accounting_note(windows: Sequence[Window]) -> str:
-    """``"; N arrivals unaccounted …"`` when the windows' counts do not balance, else ``""``."""
-    missing = sum(max(0, w.missing) for w in windows)
+    """``"; N arrivals unaccounted …"`` when the windows' counts do not balance, else ``""``.
+    By the conservation law the unplaced arrivals are the lost plus the unrecorded ones; the
+    note gives the total once and, where the counts tell, the two parts."""
     lost = sum(w.lost or 0 for w in windows)
     unrecorded = sum(max(0, w.unaccounted or 0) for w in windows)
-    parts = []
-    if missing:
-        parts.append(f"{missing} scheduled arrivals have no record and no drop count")
-    if lost:
-        parts.append(f"{lost} were never sent")
-    if unrecorded:
-        parts.append(f"{unrecorded} dispatched have no record")
-    return f"; unaccounted arrivals (counted as misses): {', '.join(parts)}" if parts else ""
+    unplaced = max(sum(max(0, w.missing) for w in windows), lost + unrecorded)
+    if not unplaced:
+        return ""
+    parts = [f"{n} {what}" for n, what in ((lost, "never sent"),
+             (unrecorded, "dispatched without a record")) if n]  # fmt: skip
+    detail = f" ({', '.join(parts)})" if parts else ""
+    return (f"; {unplaced} scheduled arrivals have no record and no drop count{detail}, "
+            "counted as misses")  # fmt: skip
 
 
 def generator_cpu(spec: SearchSpec, cpu: Mapping[str, float]) -> str | None:

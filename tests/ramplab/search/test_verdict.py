@@ -90,16 +90,17 @@ def test_arrivals_missing_from_a_window_are_misses_and_said() -> None:
     windows = [window(), window(requests=38, good=38), window()]
     judged = judge(SPEC, windows, {}, 2.0)
     assert judged.wilson.estimate == pytest.approx(118 / 120)
-    assert "unaccounted arrivals" in judged.reason
-    assert "2 scheduled arrivals have no record" in judged.reason
+    assert "2 scheduled arrivals have no record and no drop count, counted as misses" in (
+        judged.reason
+    )
     assert saturation(SPEC, [window(requests=39, good=39)] * 3) is None  # 2.5 %: no shortfall
 
 
 def test_lost_and_unrecorded_arrivals_are_named() -> None:
     windows = [window(requests=38, good=38, dispatched=39, lost=1, unaccounted=1)] * 3
     judged = judge(SPEC, windows, {}, 2.0)
-    assert "3 were never sent" in judged.reason
-    assert "3 dispatched have no record" in judged.reason
+    assert "6 scheduled arrivals have no record and no drop count" in judged.reason
+    assert "(3 never sent, 3 dispatched without a record)" in judged.reason
 
 
 def test_a_ttft_that_wobbles_is_not_a_growing_queue() -> None:
