@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ramplab.errors import UsageError
 from ramplab.load.shapes import parse_duration
+from ramplab.results.acceptance import Plan, plan
 from ramplab.results.confidence import requests_to_pass
 
 __all__ = ["SearchSpec"]
@@ -35,8 +36,12 @@ class SearchSpec(BaseModel):
     windows: int = Field(default=3, ge=2, le=100)
     max_hold: float | str = 60.0
     confidence: float = Field(default=0.95, ge=0.5, le=0.999)
+    # criterion: test — a system at goodput_min − tolerance_pct passes at most 1 − confidence of
+    # the time, one at goodput_min at least ``power`` of the time (results/acceptance.py)
+    tolerance_pct: float = Field(default=5.0, gt=0, lt=100)
+    power: float = Field(default=0.9, ge=0.5, le=0.999)
     ci: Literal["wilson", "t"] = "wilson"
-    criterion: Literal["lower_bound", "point"] = "lower_bound"
+    criterion: Literal["test", "lower_bound", "point"] = "test"
     early_stop: bool = True
     # over-saturation
     achieved_tolerance_pct: float = Field(default=5.0, ge=0, le=100)
@@ -81,6 +86,11 @@ class SearchSpec(BaseModel):
                 f"{prefix}.goodput_min",
                 "100 can never be cleared by a lower bound: lower it or set criterion: point",
             )
+        if self.criterion == "test" and self.tolerance_pct >= self.goodput_min:
+            raise UsageError(
+                f"{prefix}.tolerance_pct",
+                f"{self.tolerance_pct:g} leaves no floor below goodput_min {self.goodput_min:g}",
+            )
         if self.seconds("max_hold") < self.windows * self.seconds("window"):
             raise UsageError(
                 f"{prefix}.max_hold",
@@ -101,15 +111,27 @@ class SearchSpec(BaseModel):
                 raise UsageError(f"--{name.replace('_', '-')}", exc.errors()[0]["msg"]) from None
         return spec
 
+    @property
+    def floor(self) -> float:
+        """``goodput_min − tolerance_pct`` as a ratio: a probe at this attainment should fail."""
+        return round(self.goal - self.tolerance_pct / 100.0, 12)
+
+    def plan(self) -> Plan:
+        """The probe's sampling plan (``criterion: test``): arrivals needed and good ones."""
+        return plan(self.goal, round(self.tolerance_pct / 100.0, 12), self.confidence, self.power)
+
     def min_requests(self) -> int:
-        """Requests a probe needs so that a perfect one can pass (1 with ``criterion: point``)."""
+        """Arrivals a probe's hold is sized for: the test's plan (``criterion: test``), the
+        fewest with which a perfect probe can pass (``lower_bound``), 1 (``point``)."""
         if self.criterion == "point":
             return 1
+        if self.criterion == "test":
+            return self.plan().requests
         return requests_to_pass(self.goal, self.confidence)
 
     def window_s(self, rate: float) -> float:
         """One window's length at ``rate``: ``window``, stretched so that the whole hold holds
-        ``min_requests`` arrivals (a perfect probe can pass), at most ``max_hold`` in all."""
+        ``min_requests`` arrivals, at most ``max_hold`` in all."""
         base = self.seconds("window")
         needed = self.min_requests() / rate / self.windows if rate > 0 else base
         return min(max(base, needed), self.seconds("max_hold") / self.windows)

@@ -25,6 +25,7 @@ from ramplab.results.trust import run_warnings
 from ramplab.runs.manifest import MANIFEST, Manifest
 from ramplab.runs.rebuild import load_summary
 from ramplab.runs.rundir import RunDir
+from ramplab.search.report import write_search_report
 from ramplab.search.table import print_search, read_search
 from ramplab.study.registry import analyse
 
@@ -51,8 +52,11 @@ def report(
         with user_errors():
             if not run_dir.is_dir():
                 raise UsageError("RUN_DIR", f"{run_dir} is not a directory")
-            if RunDir(run_dir).is_search():  # a search: its probe table and answer
-                print_search(read_search(run_dir), console)
+            if RunDir(run_dir).is_search():  # a search: its probe table, answer and report
+                data = read_search(run_dir)
+                print_search(data, console)
+                markdown, _ = write_search_report(run_dir, data)
+                console.print(f"report: {markdown} (and {RunDir.SEARCH_HTML})")
                 raise typer.Exit(0)
             gates = parse_gates(gate or [], field="--gate")
             if (run_dir / MANIFEST).is_file():

@@ -4,7 +4,8 @@ Definitions (``docs/summary.md`` quotes these):
 
 - A record belongs to the stage in ``record.step`` (set by the arrival engine), else to the
   stage containing its *intended* start; it counts only if its intended start lies in the
-  stage's measured window (after the warm-up). The intended start, not the send time, decides,
+  stage's measured window (after the warm-up; within 1 µs when the engine set the step, the
+  epoch float's resolution). The intended start, not the send time, decides,
   so a late client cannot push its slow requests out of a step.
 - ``requests``: records in the window (arrivals a user took, sent or locally throttled);
   ``achieved_qps``: those actually sent (≥ 1 attempt) ÷ the measured window's length;
@@ -134,6 +135,10 @@ def measure(
     return out
 
 
+# A wall-clock epoch as a float resolves ~0.24 µs today; 1 µs covers it and its round trip.
+EPOCH_SLACK_S = 1e-6
+
+
 def stage_of(record: RequestRecord, shape: Shape, run_start: float) -> Stage | None:
     """The record's stage: ``record.step`` when set, else by its intended start."""
     if record.step is not None:
@@ -148,7 +153,15 @@ def group_measured(
     groups: list[list[RequestRecord]] = [[] for _ in shape.stages]
     for r in records:
         st = stage_of(r, shape, run_start)
-        if st is not None and st.in_measured(r.intended_start - run_start):
+        if st is None:
+            continue
+        offset = r.intended_start - run_start
+        # The engine's own step is trusted to the epoch's resolution: an arrival scheduled on
+        # a stage's first instant comes back as run_start + offset, a float near 1.8e9 (steps of
+        # 2.4e-7 s), and may read a hair before the window it was counted in (``scheduled``,
+        # from the exact offsets) — it was dropped from every window, a request without a count.
+        slack = EPOCH_SLACK_S if r.step is not None else 0.0
+        if st.measured_start_s - slack <= offset < st.end_s + slack:
             groups[st.index].append(r)
     return groups
 

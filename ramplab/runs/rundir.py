@@ -15,6 +15,8 @@ this one (the records writer, the report's digest) take the paths as arguments.
     report.html         the same, with charts, in one offline file
     recommendations.json  the fired recommendation rules
     search.json         a search's probes and answer (a search directory only)
+    search.md           the search's report: probes in order, the bracket, the verdict
+    search.html         the same, in one offline file
 
 An experiment directory holds its runs as run directories, plus ``experiment.json`` (the
 manifest), ``comparison.json``/``.md``, ``study.json``/``.md`` and its own ``report.md``/``.html``.
@@ -63,6 +65,8 @@ class RunDir:
     REPORT_HTML = "report.html"
     RECOMMENDATIONS = "recommendations.json"
     SEARCH = "search.json"
+    SEARCH_MD = "search.md"
+    SEARCH_HTML = "search.html"
 
     @property
     def campaign(self) -> Path:
@@ -99,6 +103,14 @@ class RunDir:
     @property
     def search(self) -> Path:
         return self.path / self.SEARCH
+
+    @property
+    def search_md(self) -> Path:
+        return self.path / self.SEARCH_MD
+
+    @property
+    def search_html(self) -> Path:
+        return self.path / self.SEARCH_HTML
 
     def open_writer(self, reserve_bytes: int = 0) -> ResultsWriter:
         """The records writer of this run (the directory is made when missing); with

@@ -6,6 +6,7 @@ Layout of a search::
     results/<name>-search-<UTC time>/
         campaign.yaml          the campaign as given
         search.json            every probe and the answer, rewritten after each probe
+        search.md, search.html the report: probes in order, the bracket, the verdict
         logs/target.log        the reference target, started once for the whole search
         probe-01-8qps/         a normal run directory per probe (ramplab report reads it)
         probe-02-16qps/ ...
@@ -43,11 +44,13 @@ from ramplab.campaign.schema import NAME_RULE, Campaign, is_valid_name
 from ramplab.campaign.search import SearchSpec
 from ramplab.errors import UsageError
 from ramplab.exitcodes import ExitCode
+from ramplab.results.acceptance import pass_probability, threshold
 from ramplab.results.confidence import Interval
 from ramplab.runs.naming import new_results_dir
 from ramplab.runs.rebuild import CAMPAIGN_FILE
 from ramplab.runs.signals import Interrupted, interruptible
 from ramplab.search.probe import ProbeRun, probe_campaign, run_probe
+from ramplab.search.report import write_search_report
 from ramplab.search.strategy import Answer, Outcome, answer, bracket, next_rate
 from ramplab.search.table import (
     SEARCH_FILE,
@@ -55,7 +58,7 @@ from ramplab.search.table import (
     probe_table,
     write,
 )
-from ramplab.search.verdict import judge, windows_of
+from ramplab.search.verdict import Window, judge, windows_of
 from ramplab.search.watch import ProbeWatch
 from ramplab.stack.process import ManagedProcess, ProcessSpec, free_port
 from ramplab.stack.readiness import HttpReady
@@ -196,8 +199,18 @@ def probe_record(
             sum(w.achieved_qps for w in windows) / len(windows) if windows else None
         )
         record["offered_qps"] = summary.offered_qps
+        record["counts"] = counts(windows)
         record["lateness_ms"] = summary.lateness_ms.model_dump()
         record["ttft_ms"] = summary.ttft_ms.model_dump()
+        record["itl_ms"] = summary.itl_ms.model_dump()
+        if spec.criterion == "test" and windows:
+            n = sum(w.arrivals for w in windows)
+            needed = threshold(n, spec.floor, spec.confidence)
+            record["test"] = {
+                "arrivals": n,
+                "needed": needed,
+                "power_at_goal": pass_probability(n, needed, spec.goal),
+            }
     if run.interrupted:
         record.update(verdict="interrupted", reason="interrupted")
         return record, None
@@ -217,6 +230,25 @@ def probe_record(
         reason=judged.reason,
     )
     return record, Outcome(run.rate, judged.verdict, judged.reason)
+
+
+def counts(windows: Sequence[Window]) -> dict[str, int | None]:
+    """The hold's arrivals by fate (``results/conservation.py``'s law, summed over windows)."""
+
+    def total(values: Sequence[int | None]) -> int | None:
+        return None if any(v is None for v in values) else sum(v or 0 for v in values)
+
+    return {
+        "scheduled": total([w.scheduled for w in windows]),
+        "dispatched": total([w.dispatched for w in windows]),
+        "completed": sum(w.completed for w in windows),
+        "failed": sum(w.failed for w in windows),
+        "unfinished": sum(w.unfinished for w in windows),
+        "dropped": sum(w.dropped for w in windows),
+        "lost": total([w.lost for w in windows]),
+        "unaccounted": total([w.unaccounted for w in windows]),
+        "missing": sum(max(0, w.missing) for w in windows),
+    }
 
 
 def _answer_record(ans: Answer, probes: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -297,6 +329,7 @@ def execute_search(request: SearchRequest, console: Console) -> ExitCode:
         "arrivals": request.campaign.arrivals,
         "spec": spec.model_dump(mode="json"),
         "min_requests_per_probe": spec.min_requests(),
+        "plan": asdict(spec.plan()) if spec.criterion == "test" else None,
         "probes": [],
         "answer": None,
     }
@@ -332,6 +365,7 @@ def execute_search(request: SearchRequest, console: Console) -> ExitCode:
         code = ExitCode.RUN_FAILED
     data["finished"] = datetime.now(UTC).isoformat()
     write(base / SEARCH_FILE, data)
+    write_search_report(base, data)
     print_search(data, console)
     if code == ExitCode.RUN_FAILED:
         sys.stderr.write(f"ramplab: {data['answer']['reason']}\n")

@@ -146,9 +146,17 @@ def answer(spec: SearchSpec, outcomes: Sequence[Outcome], interrupted: bool = Fa
 
 def describe(spec: SearchSpec) -> str:
     """The search plan in one line (``ramplab validate``)."""
-    criterion = "lower bound" if spec.criterion == "lower_bound" else "point estimate"
+    if spec.criterion == "test":
+        chosen = spec.plan()
+        rule = (f"pass with ≥ {chosen.needed} good of {chosen.requests} arrivals: at "
+                f"{spec.goodput_min:g} % with probability ≥ {spec.power:g}, at "
+                f"{spec.floor * 100:g} % ≤ {1 - spec.confidence:.3g}")  # fmt: skip
+    elif spec.criterion == "lower_bound":
+        rule = f"{spec.ci} {spec.confidence * 100:g} % lower bound"
+    else:
+        rule = "point estimate"
     return (f"search for the max QPS with ≥ {spec.goodput_min:g} % meeting the SLO "
-            f"({spec.ci} {spec.confidence * 100:g} % {criterion}): from {spec.start_qps:g} QPS "
+            f"({rule}): from {spec.start_qps:g} QPS "
             f"×{spec.growth:g} up to {spec.max_qps:g}, then bisection to "
             f"{spec.resolution_pct:g} %; "
             f"probes of {spec.seconds('warmup'):g} s warm-up + {spec.windows} windows of "

@@ -13,12 +13,23 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ramplab.errors import UsageError
 from ramplab.runs.rundir import RunDir
 
-__all__ = ["SEARCH_FILE", "answer_line", "print_search", "probe_table", "read_search", "write"]
+__all__ = [
+    "COUNTS",
+    "SEARCH_FILE",
+    "answer_line",
+    "count_cells",
+    "print_search",
+    "probe_table",
+    "read_search",
+    "unplaced",
+    "write",
+]
 
 SEARCH_FILE = RunDir.SEARCH
 _STYLE = {"pass": "green", "fail": "red", "generator-limited": "yellow", "interrupted": "yellow"}
@@ -55,10 +66,31 @@ def _cpu(shares: Mapping[str, float] | None) -> str:
     return f"{max(shares.values()) * 100:.0f}"
 
 
+COUNTS = ("scheduled", "dispatched", "completed", "failed", "dropped", "lost")
+
+
+def unplaced(counts: Mapping[str, Any]) -> int:
+    """Scheduled arrivals with neither a record nor a drop count (lost + unrecorded)."""
+    lost = counts.get("lost") or 0
+    return max(counts.get("missing") or 0, lost + max(0, counts.get("unaccounted") or 0))
+
+
+def count_cells(probe: Mapping[str, Any]) -> list[str]:
+    """The hold's arrivals by fate; ``lost`` shows every arrival with no record and no drop
+    count, marked ``!`` when some were sent (the probe's reason says which)."""
+    counts = probe.get("counts") or {}
+    cells = [_num(counts.get(name), "d") for name in COUNTS]
+    missing = unplaced(counts)
+    if missing > (counts.get("lost") or 0):
+        cells[-1] = f"{missing}!"
+    return cells
+
+
 def probe_table(probes: Sequence[Mapping[str, Any]], title: str = "search probes") -> Table:
     table = Table(title=title, title_justify="left")
-    for name in ("#", "phase", "QPS", "achieved", "windows %", "attain %", "CI %",
-                 "late p99 ms", "gen CPU %", "verdict", "reason"):  # fmt: skip
+    for name in ("#", "phase", "QPS", "achieved", "sched", "sent", "done", "failed",
+                 "dropped", "lost", "windows %", "attain %", "CI %", "late p99 ms", "gen CPU %",
+                 "verdict", "reason"):  # fmt: skip
         table.add_column(
             name, justify="left" if name in ("phase", "verdict", "reason") else "right"
         )
@@ -72,13 +104,14 @@ def probe_table(probes: Sequence[Mapping[str, Any]], title: str = "search probes
             str(p.get("phase", "")),
             _num(p.get("rate")),
             _num(p.get("achieved_qps")),
+            *(count_cells(p)),
             windows or "–",
             _pct(att.get("estimate")),
             ci,
             _num((p.get("lateness_ms") or {}).get("p99"), ".1f"),
             _cpu(p.get("generator_cpu")),
             f"[{_STYLE.get(verdict, 'white')}]{verdict}[/]",
-            str(p.get("reason", "")),
+            escape(str(p.get("reason", ""))),
         )
     return table
 

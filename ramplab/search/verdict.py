@@ -17,13 +17,23 @@ probe run's ``summary.json``. The checks, in this order (the first that fires de
    may be the client's) → generator-limited; checked before the live watch's early stop for
    the same reason;
 4. **early stop** — the live watch stopped the probe (``watch.py``) → fail;
-5. **attainment** — good ÷ (requests + dropped) over the hold, pooled; the probe passes when the
-   interval's lower bound (``criterion: lower_bound``, the default) or the point estimate
-   (``criterion: point``) is at least ``goodput_min`` %. A dropped arrival got no answer at all, so
-   it counts as a miss.
+5. **attainment** — good ÷ arrivals over the hold, pooled. With ``criterion: test`` (the
+   default) the probe passes when at least ``k(n)`` of its ``n`` arrivals were good: the exact
+   one-sided binomial test that the attainment is above ``goodput_min − tolerance_pct`` at
+   ``confidence`` (``results/acceptance.py``, which also sizes the hold so that a system at
+   exactly ``goodput_min`` passes with probability ``power``). With ``criterion: lower_bound``
+   the interval's lower bound, with ``criterion: point`` the point estimate, must reach
+   ``goodput_min`` %.
+
+**Every arrival is counted.** A window's arrivals are what the schedule put in it, not only the
+records found there: ``scheduled = dispatched + dropped + lost`` and ``dispatched = completed +
+failed + unfinished + unaccounted`` (``results/conservation.py``). An arrival that was dropped
+(no free user), lost (never sent) or dispatched without a record got no answer: it is a miss, in
+the denominator. Arrivals the counts cannot place (``missing``: scheduled, but neither a record
+nor a drop) are misses too, and the probe's reason says how many.
 
 The interval is Wilson's on the pooled ratio (``ci: wilson``) or Student's t across the window
-ratios (``ci: t``); both are computed and reported, ``ci`` says which one decides.
+ratios (``ci: t``); both are computed and reported.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ramplab.campaign.search import SearchSpec
+from ramplab.results.acceptance import threshold
 from ramplab.results.confidence import Interval, t_interval, wilson
 from ramplab.results.summary import RunSummary, StepStats
 from ramplab.search.strategy import Verdict
@@ -42,9 +53,9 @@ __all__ = ["Judgement", "Window", "judge", "windows_of"]
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """One window of a probe's hold."""
+    """One window of a probe's hold, every arrival in it accounted for."""
 
-    requests: int
+    requests: int  # records whose arrival falls in the window
     good: int
     dropped: int
     scheduled: int | None
@@ -52,11 +63,26 @@ class Window:
     achieved_qps: float
     ttft_p50_ms: float | None
     lateness_p99_ms: float | None
+    dispatched: int | None = None
+    completed: int = 0
+    failed: int = 0
+    unfinished: int = 0
+    lost: int | None = None  # scheduled, never sent (their worker stopped or died)
+    unaccounted: int | None = None  # dispatched without a record
+
+    @property
+    def missing(self) -> int:
+        """Scheduled arrivals with neither a record nor a drop count: lost, unaccounted, or
+        never heard of — each one a miss (negative: more records than the schedule's count)."""
+        if self.scheduled is None:
+            return 0
+        return self.scheduled - self.requests - self.dropped
 
     @property
     def arrivals(self) -> int:
-        """Requests plus the arrivals no user could take: the attainment's denominator."""
-        return self.requests + self.dropped
+        """The attainment's denominator: every scheduled arrival, or the records plus the
+        drops when the schedule is unknown (or counted fewer)."""
+        return self.requests + self.dropped + max(0, self.missing)
 
     @property
     def attainment(self) -> float | None:
@@ -74,6 +100,12 @@ class Window:
             achieved_qps=step.achieved_qps,
             ttft_p50_ms=step.ttft_ms.p50,
             lateness_p99_ms=step.lateness_ms.p99,
+            dispatched=step.dispatched,
+            completed=step.completed,
+            failed=step.failed,
+            unfinished=step.unfinished,
+            lost=step.lost,
+            unaccounted=step.unaccounted,
         )
 
 
@@ -111,9 +143,9 @@ def saturation(spec: SearchSpec, windows: Sequence[Window]) -> str | None:
     if scheduled > 0 and dropped > scheduled * spec.drop_tolerance_pct / 100.0:
         return (f"{dropped} of {scheduled} arrivals dropped (no free user), more than "
                 f"{spec.drop_tolerance_pct:g} %")  # fmt: skip
-    # One arrival per window may fall on the other side of a window's edge (the record's
-    # stage and the schedule's count can disagree there): that is not a shortfall.
-    short = scheduled - sent - len(windows)
+    # Every arrival not sent is a shortfall: no edge allowance, which let an arrival per
+    # window vanish without a count (the attainment counts them as misses, too).
+    short = scheduled - sent - dropped
     if scheduled > 0 and short > scheduled * spec.achieved_tolerance_pct / 100.0:
         achieved = sum(w.achieved_qps for w in windows) / len(windows)
         offered = sum(w.offered_qps or 0.0 for w in windows) / len(windows)
@@ -128,6 +160,22 @@ def saturation(spec: SearchSpec, windows: Sequence[Window]) -> str | None:
     if rise is not None:
         return f"lateness grows: p99 rose {rise:.0f} ms across the hold"
     return None
+
+
+def accounting_note(windows: Sequence[Window]) -> str:
+    """``"; N arrivals unaccounted …"`` when the windows' counts do not balance, else ``""``.
+    By the conservation law the unplaced arrivals are the lost plus the unrecorded ones; the
+    note gives the total once and, where the counts tell, the two parts."""
+    lost = sum(w.lost or 0 for w in windows)
+    unrecorded = sum(max(0, w.unaccounted or 0) for w in windows)
+    unplaced = max(sum(max(0, w.missing) for w in windows), lost + unrecorded)
+    if not unplaced:
+        return ""
+    parts = [f"{n} {what}" for n, what in ((lost, "never sent"),
+             (unrecorded, "dispatched without a record")) if n]  # fmt: skip
+    detail = f" ({', '.join(parts)})" if parts else ""
+    return (f"; {unplaced} scheduled arrivals have no record and no drop count{detail}, "
+            "counted as misses")  # fmt: skip
 
 
 def generator_cpu(spec: SearchSpec, cpu: Mapping[str, float]) -> str | None:
@@ -171,11 +219,20 @@ def judge(
         return verdict("fail", early)
     if arrivals == 0:
         return verdict("fail", "no request was measured")
+    note = accounting_note(windows)
+    if spec.criterion == "test":
+        needed = threshold(arrivals, spec.floor, spec.confidence)
+        text = (f"{good}/{arrivals} good, {needed} needed (exact binomial test: attainment "
+                f"> {spec.floor * 100:g} % at {spec.confidence * 100:g} %){note}")  # fmt: skip
+        return (
+            verdict("pass", text) if good >= needed else verdict("fail", f"SLO attainment: {text}")
+        )
     value = deciding.estimate if spec.criterion == "point" else deciding.low
     which = "point estimate" if spec.criterion == "point" else f"{spec.ci} lower bound"
     if value is None:  # a t interval from one window
         return verdict("fail", f"no {which}: too few windows")
-    text = f"{which} {value * 100:.1f} % vs {spec.goodput_min:g} % ({good}/{arrivals} good)"
+    text = (f"{which} {value * 100:.1f} % vs {spec.goodput_min:g} % "
+            f"({good}/{arrivals} good){note}")  # fmt: skip
     if value >= spec.goal:
         return verdict("pass", text)
     return verdict("fail", f"SLO attainment: {text}")

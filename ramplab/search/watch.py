@@ -5,9 +5,9 @@ Read while the probe runs (the master's ``progress.json`` and the records append
 sitting through its hold:
 
 - **misses** — requests of the measured windows that missed an SLO (or failed), plus the
-  arrivals dropped there, exceed ``(1 − goodput_min) ×`` the arrivals the whole hold will
-  have: even if every later request met the SLO, the point estimate could not reach the goal
-  (and the lower bound, stricter, neither);
+  arrivals dropped there, exceed what the whole hold may miss and still pass: its expected
+  arrivals less the good ones the verdict needs of them (``criterion: test``: the binomial
+  test's ``k(n)``; otherwise ``goodput_min`` % of them, which the lower bound needs too);
 - **drops** — more than ``drop_tolerance_pct`` % of the measured arrivals so far found no free
   user (at least ``MIN_ARRIVALS`` of them): the users are all held by a target that no longer
   keeps up.
@@ -24,6 +24,8 @@ from typing import Any
 
 from ramplab.campaign.search import SearchSpec
 from ramplab.load.shapes import Shape
+from ramplab.results.acceptance import threshold
+from ramplab.results.steps import EPOCH_SLACK_S
 from ramplab.runs.tail import RunTail
 
 __all__ = ["ProbeWatch"]
@@ -81,7 +83,8 @@ class ProbeWatch:
             if item.step is not None and 0 <= item.step < len(stages)
             else self.shape.stage_at(offset)
         )
-        if stage is None or not stage.in_measured(offset):
+        slack = EPOCH_SLACK_S if item.step is not None else 0.0  # as results/steps.py counts
+        if stage is None or not stage.measured_start_s - slack <= offset < stage.end_s + slack:
             return
         self.measured += 1
         if not item.good:
@@ -96,16 +99,22 @@ class ProbeWatch:
         """Measured arrivals the engine reported so far (dispatched + dropped)."""
         return int(sum(self.progress.get("dispatched", []) or [0])) + self.dropped
 
+    def allowed_misses(self) -> float:
+        """The misses the whole hold may have and still pass."""
+        if self.spec.criterion == "test":
+            n = round(self.expected)
+            return float(n - threshold(n, self.spec.floor, self.spec.confidence))
+        return (1.0 - self.spec.goal) * self.expected
+
     def reason(self) -> str | None:
         """Why the probe cannot pass, judged on what arrived so far; ``None``: keep going."""
         if not self.spec.early_stop:
             return None
-        allowed = (1.0 - self.spec.goal) * self.expected
+        allowed = self.allowed_misses()
         missed = self.misses + self.dropped
         if missed > allowed:
-            return (f"stopped early: {missed} misses already, more than the "
-                    f"{allowed:.0f} that {self.spec.goodput_min:g} % of ~{self.expected:.0f} "
-                    "arrivals allows")  # fmt: skip
+            return (f"stopped early: {missed} misses already, more than the {allowed:.0f} that "
+                    f"~{self.expected:.0f} arrivals may miss and pass")  # fmt: skip
         arrivals = self.arrivals
         tolerance = self.spec.drop_tolerance_pct / 100.0
         if arrivals >= MIN_ARRIVALS and self.dropped > tolerance * arrivals:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -186,6 +188,22 @@ def test_step_field_wins_over_time_and_warmup_uses_intended_start() -> None:
     )
     # step=1 at t=3 is outside stage 1's measured window [15, 20): excluded; t=12 is warm-up.
     assert [len(g) for g in groups] == [0, 2]
+
+
+def test_an_arrival_on_a_stages_first_instant_is_not_lost_to_the_epochs_float() -> None:
+    # The search's "two arrivals in one window went missing without a count": 18 QPS in 3
+    # stages of 2.074… s; the arrival scheduled at stage 1's start (4.074074074074074 s) came
+    # back from the worker as run_start + offset = 4.074074029922485 s (a float near 1.8e9 has
+    # 2.4e-7 s steps), before the window the schedule counted it in: no window kept its record.
+    run_start = 1796400557.9000666
+    shape = parse_shape("custom:18.0@4.074074074074074s/2.0s,18.0@2.074074074074074s/0.0s")
+    start = shape.stages[1].start_s
+    stamped = run_start + start
+    assert stamped - run_start < start  # the float really rounds it before the stage
+    record = dataclasses.replace(rec(start, step=1), intended_start=stamped)
+    groups = group_measured([record], shape, run_start)
+    assert [len(g) for g in groups] == [0, 1]
+    assert count_measured([start], shape) == [0, 1]  # the schedule's count agrees
 
 
 def test_count_measured_and_length_checks() -> None:

@@ -87,16 +87,17 @@ def test_max_probes_bounds_the_search() -> None:
 
 def test_probe_shape_is_a_warm_up_then_equal_windows() -> None:
     spec = SearchSpec(warmup="2s", window="1.5s", windows=3, goodput_min=90)
-    shape = parse_shape(spec.shape_text(20.0))
-    assert [st.rate for st in shape.stages] == [20.0] * 3
+    shape = parse_shape(spec.shape_text(200.0))  # fast enough for the plan's 379 arrivals
+    assert [st.rate for st in shape.stages] == [200.0] * 3
     assert shape.stages[0].warmup_s == 2.0
     assert [st.measured_s for st in shape.stages] == [1.5] * 3
 
 
-def test_windows_stretch_so_that_a_perfect_probe_can_pass() -> None:
+def test_windows_stretch_to_hold_the_plans_arrivals() -> None:
     spec = SearchSpec(window="1s", windows=3, goodput_min=95, max_hold="60s")
     needed = spec.min_requests()
-    assert spec.window_s(2.0) * 3 * 2.0 >= needed
+    assert needed == spec.plan().requests
+    assert spec.window_s(10.0) * 3 * 10.0 >= needed
     assert spec.window_s(1000.0) == 1.0
     assert spec.window_s(0.01) == 20.0  # capped by max_hold
 
@@ -110,7 +111,9 @@ def test_windows_stretch_so_that_a_perfect_probe_can_pass() -> None:
         ({"growth": 1}, "search.growth"),
         ({"windows": 1}, "search.windows"),
         ({"window": "soon"}, "search.window"),
-        ({"goodput_min": 100}, "search.goodput_min"),
+        ({"goodput_min": 100, "criterion": "lower_bound"}, "search.goodput_min"),
+        ({"goodput_min": 10, "tolerance_pct": 10}, "search.tolerance_pct"),
+        ({"power": 1}, "search.power"),
         ({"ci": "bootstrap"}, "search.ci"),
         ({"unknown": 1}, "search.unknown"),
     ],

@@ -9,7 +9,8 @@ import pytest
 from ramplab.campaign.search import SearchSpec
 from ramplab.search.verdict import Window, judge, saturation
 
-SPEC = SearchSpec(goodput_min=90, confidence=0.95)
+SPEC = SearchSpec(goodput_min=90, confidence=0.95, tolerance_pct=10)
+BOUND = SPEC.model_copy(update={"criterion": "lower_bound"})
 
 
 def window(**more: object) -> Window:
@@ -22,7 +23,7 @@ HEALTHY = [window(), window(), window()]
 
 
 def test_a_healthy_probe_passes_on_its_lower_bound() -> None:
-    judged = judge(SPEC, HEALTHY, {"worker-1": 0.3}, 2.0)
+    judged = judge(BOUND, HEALTHY, {"worker-1": 0.3}, 2.0)
     assert judged.verdict == "pass"
     assert judged.attainment.method == "wilson"
     assert judged.attainment.low is not None
@@ -32,13 +33,13 @@ def test_a_healthy_probe_passes_on_its_lower_bound() -> None:
 
 def test_a_point_estimate_above_the_goal_with_a_low_bound_below_fails_on_the_bound() -> None:
     windows = [window(requests=10, good=10, scheduled=10)] * 2  # 20/20: Wilson low 83.9 %
-    assert judge(SPEC, windows, {}, 2.0).verdict == "fail"
+    assert judge(BOUND, windows, {}, 2.0).verdict == "fail"
     point = SPEC.model_copy(update={"criterion": "point"})
     assert judge(point, windows, {}, 2.0).verdict == "pass"
 
 
 def test_the_t_interval_can_decide() -> None:
-    spec = SPEC.model_copy(update={"ci": "t"})
+    spec = BOUND.model_copy(update={"ci": "t"})
     windows = [window(good=40), window(good=30), window(good=40)]
     judged = judge(spec, windows, {}, 2.0)
     assert judged.attainment.method == "t"
@@ -68,8 +69,38 @@ def test_over_saturation_fails_the_probe(windows: list[Window], why: str) -> Non
     assert why in judged.reason
 
 
-def test_one_arrival_per_window_edge_is_no_shortfall() -> None:
-    assert saturation(SPEC, [window(requests=39, good=39)] * 3) is None
+def test_a_healthy_probe_passes_the_binomial_test() -> None:
+    judged = judge(SPEC, HEALTHY, {"worker-1": 0.3}, 2.0)
+    assert judged.verdict == "pass"
+    assert "exact binomial test" in judged.reason
+
+
+def test_34_of_35_good_no_longer_fails_a_90_percent_goal() -> None:
+    # The bug: a 35-arrival hold on a Wilson lower bound passed only 35/35 (34/35: 89.8 % < 90 %).
+    windows = [window(requests=12, good=12, scheduled=12)] * 2 + [
+        window(requests=11, good=10, scheduled=11)
+    ]
+    assert judge(BOUND, windows, {}, 2.0).verdict == "fail"
+    assert judge(SPEC, windows, {}, 2.0).verdict == "pass"
+
+
+def test_arrivals_missing_from_a_window_are_misses_and_said() -> None:
+    # Two arrivals of one window have neither a record nor a drop count: formerly one per window
+    # was forgiven as an edge effect and none reached the attainment.
+    windows = [window(), window(requests=38, good=38), window()]
+    judged = judge(SPEC, windows, {}, 2.0)
+    assert judged.wilson.estimate == pytest.approx(118 / 120)
+    assert "2 scheduled arrivals have no record and no drop count, counted as misses" in (
+        judged.reason
+    )
+    assert saturation(SPEC, [window(requests=39, good=39)] * 3) is None  # 2.5 %: no shortfall
+
+
+def test_lost_and_unrecorded_arrivals_are_named() -> None:
+    windows = [window(requests=38, good=38, dispatched=39, lost=1, unaccounted=1)] * 3
+    judged = judge(SPEC, windows, {}, 2.0)
+    assert "6 scheduled arrivals have no record and no drop count" in judged.reason
+    assert "(3 never sent, 3 dispatched without a record)" in judged.reason
 
 
 def test_a_ttft_that_wobbles_is_not_a_growing_queue() -> None:
