@@ -18,6 +18,7 @@ from ramplab.campaign.schema import load_campaign
 from ramplab.campaign.variants import Experiment, load_experiment
 from ramplab.cli.console import console
 from ramplab.cli.errors import storage_errors, user_errors
+from ramplab.cli.invocation import command_line
 from ramplab.cli.options import (
     CampaignArg,
     Locustfile,
@@ -58,6 +59,7 @@ def campaigns() -> None:
 
 
 def run(
+    context: typer.Context,
     campaign: CampaignArg,
     target: RunTarget = None,
     workers: RunWorkers = None,
@@ -140,7 +142,7 @@ def run(
             gates=gates,
             redis_url=redis_url,
             locustfile=locustfile or DEFAULT_LOCUSTFILE,
-            argv=["ramplab", *sys.argv[1:]],
+            argv=command_line(context),
             metrics=metrics or prometheus,
             prometheus=prometheus,
             linger_s=linger,
