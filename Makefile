@@ -25,7 +25,7 @@ $(BIN)/python:
 # pip's own progress shows (no --quiet): the first `make demo` is the first thing a user runs.
 $(RUNTIME): pyproject.toml | $(BIN)/python
 	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; else \
-	  echo "installing runtime dependencies (first run only, about a minute on a warm pip cache)..."; \
+	  echo "installing runtime dependencies (first run only, 1-2 min on a warm pip cache)..."; \
 	  $(BIN)/python -m pip install -e . && touch $@; fi
 
 $(STAMP): pyproject.toml | $(BIN)/python
