@@ -1,9 +1,14 @@
 # One entry point for users, developers and CI. Every target bootstraps .venv itself,
 # so `make demo` and `make test` work on a fresh machine.
-PYTHON ?= python3
-VENV   := .venv
-BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+PYTHON  ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+# Two installs into one venv: `make demo` needs ramplab and its runtime dependencies only
+# (RUNTIME); tests, lint and types need the dev extras too (STAMP). The dev install covers the
+# runtime one, so it marks both: `make test` then `make demo` installs once, `make demo` then
+# `make test` adds only the extras.
+RUNTIME := $(VENV)/.installed-runtime
+STAMP   := $(VENV)/.installed
 # Debian packages named after the command they provide, or COMMAND:PACKAGE (prometheus brings
 # promtool too; chromium renders report.html in the browser check; ip (iproute2) builds the
 # network namespaces of the multi-host test; dockerd, docker-compose and mmdebstrap build the
@@ -13,11 +18,20 @@ SYSTEM_TOOLS ?= prometheus chromium ip:iproute2 dockerd:docker.io docker-compose
 
 .PHONY: demo test check lint typecheck bench system-deps clean
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# pip's own progress shows (no --quiet): the first `make demo` is the first thing a user runs.
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; else \
+	  echo "installing runtime dependencies (first run only, 1-2 min on a warm pip cache)..."; \
+	  $(BIN)/python -m pip install -e . && touch $@; fi
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	@echo "installing ramplab with its dev extras (first run only, a few minutes)..."
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+	@touch $(STAMP) $(RUNTIME)
 
 # System tools the tests use; installed with apt-get only when root and missing.
 system-deps:
@@ -25,7 +39,7 @@ system-deps:
 
 # The 1 -> 100 QPS ramp on the local stack (ramplab run campaigns/demo.yaml); DEMO_ARGS are
 # passed on, e.g. make demo DEMO_ARGS="--workers 3".
-demo: $(STAMP)
+demo: $(RUNTIME)
 	$(BIN)/python -m ramplab.cli.demo $(DEMO_ARGS)
 
 # The whole suite, in parallel (pytest-xdist, configured in pyproject.toml). PYTEST_ARGS are

@@ -44,7 +44,7 @@ fi
 if [ ! -e build/image-pip/.ready ]; then
   rm -rf build/image-pip
   "$base_python" -m venv build/image-pip >&2
-  build/image-pip/bin/pip install --quiet 'setuptools>=69' wheel >&2
+  build/image-pip/bin/pip install --quiet 'setuptools>=77' wheel >&2
   touch build/image-pip/.ready
 fi
 # The dependencies' wheels are made again only when pyproject.toml changes: the same files keep

@@ -22,11 +22,15 @@ The order of registration is the order of ``ramplab --help``.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
+
 import typer
 
 from ramplab.cli import attention, dataset, prompts, report, run, search
 from ramplab.cli.console import line_buffered
 from ramplab.cli.container import container_app
+from ramplab.cli.invocation import Invocation
 
 __all__ = ["app", "line_buffered", "main"]
 
@@ -53,10 +57,12 @@ app.command()(attention.attention)
 app.add_typer(dataset.dataset_app, name="dataset")
 
 
-def main() -> None:
-    """The ``ramplab`` console script."""
+def main(args: Sequence[str] | None = None) -> None:
+    """The ``ramplab`` console script: ``args`` after ``ramplab`` (by default ``sys.argv[1:]``),
+    handed to the verbs too (``ramplab.cli.invocation``: what ``run.json`` records)."""
+    given = tuple(sys.argv[1:] if args is None else args)
     line_buffered()
-    app()
+    app(list(given), prog_name="ramplab", obj=Invocation(given))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ramplab.cli.app import app, line_buffered
+from ramplab.cli.app import main as ramplab
 
 DEFAULT_CAMPAIGN = Path("campaigns") / "demo.yaml"
 
@@ -22,8 +22,7 @@ DEFAULT_CAMPAIGN = Path("campaigns") / "demo.yaml"
 def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     campaign = args.pop(0) if args and not args[0].startswith("-") else str(DEFAULT_CAMPAIGN)
-    line_buffered()
-    app(["run", campaign, *args], prog_name="ramplab")
+    ramplab(["run", campaign, *args])  # run.json records it as `ramplab run ...`
 
 
 if __name__ == "__main__":

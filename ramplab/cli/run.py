@@ -20,6 +20,7 @@ from ramplab.campaign.variants import Experiment, load_experiment
 from ramplab.cli import flags as cli_flags
 from ramplab.cli.console import console
 from ramplab.cli.errors import storage_errors, user_errors
+from ramplab.cli.invocation import command_line
 from ramplab.cli.options import (
     CampaignArg,
     CampaignOrFlags,
@@ -61,6 +62,7 @@ def campaigns() -> None:
 
 
 def run(
+    context: typer.Context,
     campaign: CampaignOrFlags = None,
     target: RunTarget = None,
     workers: RunWorkers = None,
@@ -169,7 +171,7 @@ def run(
             gates=gates,
             redis_url=redis_url,
             locustfile=locustfile or DEFAULT_LOCUSTFILE,
-            argv=["ramplab", *sys.argv[1:]],
+            argv=command_line(context),
             metrics=metrics or prometheus,
             prometheus=prometheus,
             linger_s=linger,

@@ -12,6 +12,7 @@ from ramplab.campaign.schema import load_campaign
 from ramplab.campaign.search import SearchSpec
 from ramplab.cli.console import console
 from ramplab.cli.errors import user_errors
+from ramplab.cli.invocation import command_line
 from ramplab.cli.options import (
     CampaignArg,
     Locustfile,
@@ -32,6 +33,7 @@ __all__ = ["search"]
 
 
 def search(
+    context: typer.Context,
     campaign: CampaignArg,
     target: SearchTarget = None,
     workers: SearchWorkers = None,
@@ -89,7 +91,7 @@ def search(
             target_url=target,
             workers=workers,
             redis_url=redis_url,
-            argv=["ramplab", *sys.argv[1:]],
+            argv=command_line(context),
         )
         code = execute_search(request, console)
     raise typer.Exit(int(code))

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jsonschema
 import pytest
 import yaml
@@ -32,6 +33,8 @@ from ramplab.options import schema
 from tests.support.processes import REPO
 
 COMPOSE = REPO / "docker-compose.yml"
+LOCAL = REPO / "docker-compose.local.yml"
+NOGRAFANA = REPO / "docker-compose.nografana.yml"
 DOCKERFILE = REPO / "Dockerfile"
 SCHEMA = Path(__file__).parent / "data" / "compose-spec.json"
 PINNED = re.compile(r"^[\w./-]+:(?!latest$)v?\d[\w.-]*$")
@@ -62,6 +65,12 @@ def test_the_schema_check_catches_a_mistake() -> None:
     assert len(schema_errors(broken)) == 2
 
 
+def compose_environment() -> dict[str, str]:
+    """This environment without the variables the compose files read: their defaults apply."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("RAMPLAB_", "GRAFANA_", "COMPOSE_"))}  # fmt: skip
+
+
 def compose_command() -> list[str] | None:
     """``docker compose`` (v2) where it works, else Debian's ``docker-compose`` (1.29)."""
     if shutil.which("docker") is not None:
@@ -77,33 +86,51 @@ def compose_command() -> list[str] | None:
 def test_docker_compose_config_accepts_it() -> None:
     command = compose_command()
     assert command is not None
-    for files in ([COMPOSE], [COMPOSE, REPO / "docker-compose.local.yml"]):
+    for files in ([COMPOSE], [COMPOSE, LOCAL], [COMPOSE, LOCAL, NOGRAFANA]):
         done = subprocess.run(
             [*command, *(f"--file={f}" for f in files), "config", "--quiet"],
-            env={**os.environ, "GRAFANA_ADMIN_PASSWORD": "test"},
-            capture_output=True, text=True, timeout=60, check=False,
+            env=compose_environment(), capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
 
 
 def test_the_services_the_issue_asks_for() -> None:
     assert set(services()) == {
-        "redis", "target", "master", "worker", "prometheus", "grafana", "jaeger",
+        "redis", "target", "master", "worker", "prometheus", "grafana-password", "grafana",
+        "jaeger",
     }  # fmt: skip
     assert services()["jaeger"]["profiles"] == ["tracing"]
-    assert "profiles" not in services()["prometheus"]
+    for name in ("prometheus", "grafana-password", "grafana"):  # `docker compose up` starts them
+        assert "profiles" not in services()[name], name
+
+
+# Services that run once before another starts (restart "no"): no healthcheck, their dependants
+# wait for their successful exit.
+ONE_SHOT = {"grafana-password"}
+
+
+def test_one_shot_services_are_waited_for_to_succeed() -> None:
+    for name in ONE_SHOT:
+        assert services()[name]["restart"] == "no"
+        assert "healthcheck" not in services()[name]
+    waited = {dependency for service in services().values()
+              for dependency, condition in service.get("depends_on", {}).items()
+              if condition == {"condition": "service_completed_successfully"}}  # fmt: skip
+    assert waited == ONE_SHOT
 
 
 def test_every_service_has_a_healthcheck_and_a_pinned_image() -> None:
     for name, service in services().items():
-        assert "test" in service.get("healthcheck", {}), f"{name} has no healthcheck"
+        if name not in ONE_SHOT:
+            assert "test" in service.get("healthcheck", {}), f"{name} has no healthcheck"
         assert PINNED.match(service["image"]), f"{name}: image {service['image']!r} is not pinned"
 
 
 def test_dependencies_wait_for_health() -> None:
     for name, service in services().items():
         for dependency, condition in service.get("depends_on", {}).items():
-            assert condition == {"condition": "service_healthy"}, f"{name} -> {dependency}"
+            if dependency not in ONE_SHOT:
+                assert condition == {"condition": "service_healthy"}, f"{name} -> {dependency}"
     assert set(services()["master"]["depends_on"]) == {"target", "prometheus"}
     assert set(services()["target"]["depends_on"]) == {"redis"}
 
@@ -259,7 +286,7 @@ def test_the_local_base_has_what_the_local_override_runs() -> None:
 def test_grafana_is_provisioned_read_only_for_visitors() -> None:
     grafana = services()["grafana"]
     env = grafana["environment"]
-    assert env["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")
+    assert "GF_SECURITY_ADMIN_PASSWORD" not in env  # never a password in the file: __FILE
     assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
     assert env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
     home = Path(env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]).name
@@ -399,7 +426,120 @@ HEALTHCHECK_TOOL = {
 
 def test_every_healthcheck_runs_a_tool_its_image_has() -> None:
     for name, service in services().items():
+        if name in ONE_SHOT:
+            continue
         test = service["healthcheck"]["test"]
         image = service["image"].rsplit(":", 1)[0]
         assert test[0] == "CMD", f"{name}: exec form, no shell needed"
         assert test[1] == HEALTHCHECK_TOOL[image], f"{name}: {image} has no {test[1]}"
+
+
+def compose_config(*files: Path) -> dict[str, Any]:
+    """``docker-compose config`` (1.29, offline) of ``files``: the merged, resolved stack."""
+    done = subprocess.run(
+        ["docker-compose", *(f"--file={f}" for f in files), "config"],
+        cwd=REPO, env=compose_environment(), capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    config: dict[str, Any] = yaml.safe_load(done.stdout)
+    return config
+
+
+def mounts(service: dict[str, Any]) -> dict[str, str]:
+    """Container path → host path (relative to the checkout), ``:ro`` kept on the host side."""
+    found = {}
+    for volume in service["volumes"]:
+        host, container, *mode = volume.split(":")
+        relative = Path(host).relative_to(REPO).as_posix()
+        found[container] = relative + (":ro" if mode == ["ro"] else "")
+    return found
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="no docker-compose (1.29)")
+def test_docker_compose_up_starts_grafana_provisioned_and_read_only_for_visitors() -> None:
+    """The default files, as docker-compose 1.29 resolves them with no variable set: Grafana is
+    in the stack (no profile), reads the dashboards and the datasource from grafana/, lets
+    visitors in as viewers, and takes its admin password from the git-ignored file the
+    password step writes, never from a value in the file."""
+    stack = compose_config(COMPOSE)["services"]
+    grafana, step = stack["grafana"], stack["grafana-password"]
+    assert "profiles" not in grafana
+    assert "profiles" not in step
+    env = grafana["environment"]
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
+    assert env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    assert env["GF_USERS_ALLOW_SIGN_UP"] == "false"
+    assert "GF_SECURITY_ADMIN_PASSWORD" not in env
+    seen = mounts(grafana)
+    assert seen["/etc/grafana/provisioning"] == "grafana/provisioning:ro"
+    assert seen[env["RAMPLAB_DASHBOARDS_DIR"]] == "grafana/dashboards:ro"
+    assert Path(env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]).parent == Path(
+        env["RAMPLAB_DASHBOARDS_DIR"]
+    )
+    # The password: the step writes it where Grafana reads it, in a folder git and the image
+    # build both leave out.
+    secret = Path(env["GF_SECURITY_ADMIN_PASSWORD__FILE"])
+    assert seen[secret.parent.as_posix()] == "grafana/secrets:ro"
+    assert mounts(step)["/secrets"] == "grafana/secrets"
+    assert step["command"][-1] == f"/secrets/{secret.name}"
+    assert step["environment"]["GRAFANA_ADMIN_PASSWORD"] == ""  # generated when none is given
+    assert grafana["depends_on"]["grafana-password"] == {
+        "condition": "service_completed_successfully"
+    }
+    assert grafana["user"] == step["user"]  # the file is 0600: one owner reads and writes it
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--quiet", f"grafana/secrets/{secret.name}"], cwd=REPO, check=False
+    )
+    assert ignored.returncode == 0, "the password file is not git-ignored"
+    assert "grafana/secrets" in (REPO / ".dockerignore").read_text().split()
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="no docker-compose (1.29)")
+def test_grafanas_datasource_is_the_prometheus_service() -> None:
+    """The provisioned datasource's URL (Grafana expands it from its environment) names the
+    compose service that runs Prometheus, on the port it listens on; the dashboards name the
+    datasource by its uid (tests/ops/test_dashboards.py)."""
+    stack = compose_config(COMPOSE)["services"]
+    url = httpx.URL(stack["grafana"]["environment"]["RAMPLAB_PROMETHEUS_URL"])
+    assert url.host == "prometheus"
+    assert "prom/prometheus" in stack[url.host]["image"]
+    assert any(str(port).endswith(f":{url.port}/tcp") for port in stack[url.host]["ports"])
+    provisioned = yaml.safe_load(
+        (REPO / "grafana" / "provisioning" / "datasources" / "prometheus.yml").read_text()
+    )
+    (datasource,) = provisioned["datasources"]
+    assert datasource["url"] == "${RAMPLAB_PROMETHEUS_URL}"
+    assert datasource["type"] == "prometheus"
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="no docker-compose (1.29)")
+def test_the_nografana_override_leaves_grafana_out_of_up() -> None:
+    """What the compose-up test (and a host without the Grafana image) runs: Grafana and its
+    password step behind the profile ``grafana``, everything else unchanged."""
+    plain = compose_config(COMPOSE, LOCAL)["services"]
+    without = compose_config(COMPOSE, LOCAL, NOGRAFANA)["services"]
+    for name in ("grafana", "grafana-password"):
+        assert without[name].pop("profiles") == ["grafana"]
+    assert without == plain
+
+
+def test_the_password_step_generates_once_and_lets_the_variable_win(tmp_path: Path) -> None:
+    script = REPO / "scripts" / "grafana-password.sh"
+    secret = tmp_path / "admin-password"
+    env = compose_environment()
+
+    def step(**variables: str) -> str:
+        done = subprocess.run(["sh", str(script), str(secret)], env={**env, **variables},
+                              capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
+        assert secret.read_text() not in done.stdout + done.stderr  # never printed
+        return secret.read_text()
+
+    generated = step()
+    assert re.fullmatch(r"[A-Za-z0-9]{24}", generated)
+    assert secret.stat().st_mode & 0o777 == 0o600
+    assert step() == generated  # kept across ups
+    assert step(GRAFANA_ADMIN_PASSWORD="") == generated  # compose passes it empty when unset
+    assert step(GRAFANA_ADMIN_PASSWORD="given one") == "given one"
+    assert secret.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["admin-password"]

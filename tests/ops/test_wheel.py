@@ -30,11 +30,12 @@ DATA = REPO / "ramplab" / "data"
 
 
 def shipped_files() -> set[str]:
-    """Every file ramplab/data links to, as the wheel must name it."""
+    """Every file ramplab/data links to, as the wheel must name it; grafana/secrets/ (the compose
+    stack's local admin password) never."""
     found = set()
     for link in ("campaigns", "locustfiles", "prometheus", "grafana"):
         for path in (DATA / link).rglob("*"):
-            if path.is_file() and "__pycache__" not in path.parts:
+            if path.is_file() and not {"__pycache__", "secrets"} & set(path.parts):
                 found.add(f"ramplab/data/{link}/{path.relative_to(DATA / link).as_posix()}")
     return found
 
@@ -52,6 +53,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with zipfile.ZipFile(wheel) as archive:
         missing = shipped_files() - set(archive.namelist())
     assert not missing, f"not in the wheel: {sorted(missing)}"
+    with zipfile.ZipFile(wheel) as archive:
+        assert not [name for name in archive.namelist() if "/secrets/" in name]
     env_dir = work / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
