@@ -17,7 +17,6 @@ from ramplab.report.charts import Chart, LabelledRun, charts_html, plotly_script
 from ramplab.report.markdown import RunMeta
 from ramplab.report.recommend import Recommendation
 from ramplab.report.tables import (
-    COLUMNS,
     Table,
     gate_rows,
     latency_table,
@@ -25,6 +24,7 @@ from ramplab.report.tables import (
     phase_table,
     rows,
     sessions_line,
+    step_columns,
     turns_table,
 )
 from ramplab.results.breakdown import breakdowns
@@ -107,7 +107,7 @@ def write_html(
         "<h2>Recommendations</h2>",
         recommendations_html(recommendations),
         "<h2>Per step</h2>",
-        html_table(([c[0] for c in COLUMNS], rows(summary))),
+        html_table(([c[0] for c in step_columns(summary)], rows(summary, step_columns(summary)))),
     ]
     if summary.sessions is not None:
         sections += [

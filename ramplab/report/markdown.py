@@ -17,7 +17,6 @@ from typing import Any
 from ramplab.report.accounting import ACCOUNTING_NOTE, accounting_table, incomplete_lines
 from ramplab.report.recommend import Recommendation
 from ramplab.report.tables import (
-    COLUMNS,
     Table,
     gate_rows,
     latency_table,
@@ -25,6 +24,8 @@ from ramplab.report.tables import (
     phase_table,
     rows,
     sessions_line,
+    slo_text,
+    step_columns,
     totals_table,
     turns_table,
 )
@@ -57,6 +58,7 @@ class RunMeta:
             ("shape", summary.shape),
             ("arrivals", summary.arrivals),
             ("retry", summary.retry),
+            ("SLO (goodput: the requests that met it)", slo_text(summary)),
             ("requests", summary.requests),
             ("worker clocks vs the master's", _clocks(summary)),
             ("exit code", self.data.get("exit_code")),
@@ -114,7 +116,9 @@ def render_markdown(
         parts.append("- summary rebuilt from requests.jsonl (the run did not write one)")
     parts += [f"- **{line}**" for line in incomplete_lines(summary)]
     parts += ["", "## Recommendations", "", *recommendation_lines(recommendations)]
-    parts += ["## Per step", "", markdown_table([c[0] for c in COLUMNS], rows(summary)), ""]
+    columns = step_columns(summary)
+    table = markdown_table([c[0] for c in columns], rows(summary, columns))
+    parts += ["## Per step", "", table, ""]
     parts += _section("TTFT by turn (multi-turn sessions)", turns_table(summary),
                       sessions_line(summary) or "")  # fmt: skip
     parts += _section(

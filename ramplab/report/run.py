@@ -24,7 +24,14 @@ from ramplab.report.charts import LabelledRun
 from ramplab.report.html import write_html
 from ramplab.report.markdown import RunMeta, render_markdown
 from ramplab.report.recommend import recommend, write_recommendations
-from ramplab.report.tables import COLUMNS, gate_rows, rows, sessions_line
+from ramplab.report.tables import (
+    COLUMNS,
+    gate_rows,
+    rows,
+    sessions_line,
+    slo_text,
+    step_columns,
+)
 from ramplab.results.summary import GateVerdict, RunSummary
 from ramplab.runs.rundir import RunDir, write_atomically
 
@@ -55,12 +62,16 @@ def steps_table(
 
 def print_steps(summary: RunSummary, console: Console, title: str = "per-step summary") -> None:
     """The per-step table; on a narrow terminal as two tables (load, then latencies)."""
+    columns = step_columns(summary)
+    slo = slo_text(summary)
+    if slo is not None:
+        console.print(f"SLO: {slo} (goodput: the requests that met it)", highlight=False)
     if console.width >= WIDE:
-        console.print(steps_table(summary, title))
+        console.print(steps_table(summary, title, columns))
     else:
-        split = next(i for i, column in enumerate(COLUMNS) if column[0].startswith("TTFT"))
-        console.print(steps_table(summary, f"{title}: load", COLUMNS[:split]))
-        console.print(steps_table(summary, f"{title}: latency", (*COLUMNS[:2], *COLUMNS[split:])))
+        split = next(i for i, column in enumerate(columns) if column[0].startswith("TTFT"))
+        console.print(steps_table(summary, f"{title}: load", columns[:split]))
+        console.print(steps_table(summary, f"{title}: latency", (*columns[:2], *columns[split:])))
     line = sessions_line(summary)
     if line is not None:
         console.print(line, highlight=False)

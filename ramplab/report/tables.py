@@ -47,6 +47,25 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("TPOT p50 ms", "tpot_ms.p50", "{:.2f}"),
     ("TTLT p99 ms", "ttlt_ms.p99", "{:.1f}"),
 )
+# Beside goodput when the run had an SLO: the share of the step's requests that met it.
+SLO_COLUMN = ("SLO met", "goodput_ratio", "{:.1%}")
+
+
+def step_columns(summary: RunSummary) -> tuple[tuple[str, str, str], ...]:
+    """The per-step table's columns: ``COLUMNS``, with the SLO's attainment when it had one."""
+    if not summary.slo:
+        return COLUMNS
+    at = next(i for i, column in enumerate(COLUMNS) if column[1] == "goodput_qps") + 1
+    return (*COLUMNS[:at], SLO_COLUMN, *COLUMNS[at:])
+
+
+def slo_text(summary: RunSummary) -> str | None:
+    """The run's SLO as reports state it (``ttft_ms ≤ 500 ms``); None without one."""
+    if not summary.slo:
+        return None
+    return ", ".join(f"{name} ≤ {limit:g} ms" for name, limit in summary.slo.items())
+
+
 # The latencies summarised everywhere, with every percentile (field, label).
 LATENCY_FIELDS = (
     ("ttft_ms", "TTFT"),

@@ -156,6 +156,7 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
         clocks=dict(facts.clocks) if facts.clocks is not None else None,
         generator_bound=any(bound) if bound else None,
         untrusted=_any([st.untrusted for st in steps]),
+        slo=facts.slo.limits() or None,
         rebuilt=facts.rebuilt,
         stopped_at_s=facts.stopped_at_s,
         dispatched=_total([st.dispatched for st in steps]),

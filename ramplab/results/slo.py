@@ -53,6 +53,10 @@ class RequestSlo:
     def empty(self) -> bool:
         return all(getattr(self, name) is None for name in _SLO_FIELDS)
 
+    def limits(self) -> dict[str, float]:
+        """The thresholds that are set, by figure (``{"ttft_ms": 500.0}``)."""
+        return {name: limit for name in _SLO_FIELDS if (limit := getattr(self, name)) is not None}
+
     def meets(self, r: RequestRecord) -> bool:
         if not r.ok:
             return False

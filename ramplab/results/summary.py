@@ -237,6 +237,8 @@ class RunSummary(Figures):
     gates: tuple[GateVerdict, ...] = ()
     generator_bound: bool | None = None
     untrusted: bool | None = None  # any step's timing tails untrusted (``results/trust.py``)
+    # The per-request SLO the run judged goodput by (ms per figure); None: none was set.
+    slo: dict[str, float] | None = None
     rebuilt: bool = False
     stopped_at_s: float | None = None
     # The conservation law over the whole run, and why the run is incomplete (empty: complete).
