@@ -149,19 +149,15 @@ class TimedStream(httpcore.NetworkStream):
             return data
         return self._receive(max_bytes, timeout)
 
-    def _call(self, function: Callable[..., Any], timeout: float | None, *args: Any) -> Any:
+    def _receive(self, max_bytes: int, timeout: float | None) -> bytes:
         assert self._sock is not None
         try:
             self._sock.settimeout(timeout)
-            return function(*args)
+            data, ancillary, _, _ = self._sock.recvmsg(max_bytes, _CMSG_SIZE)
         except TimeoutError as exc:
             raise httpcore.ReadTimeout(exc) from exc
         except OSError as exc:
             raise httpcore.ReadError(exc) from exc
-
-    def _receive(self, max_bytes: int, timeout: float | None) -> bytes:
-        assert self._sock is not None
-        data, ancillary, _, _ = self._call(self._sock.recvmsg, timeout, max_bytes, _CMSG_SIZE)
         now = self.read_at = self.clock()
         arrived = now
         for level, kind, payload in ancillary:

@@ -68,10 +68,6 @@ class Timebase:
         """The monotonic reading of a wall-clock time (a kernel stamp)."""
         return epoch - self.offset
 
-    def now_epoch(self) -> float:
-        """The wall clock now, from one monotonic read."""
-        return self.epoch(self.clock())
-
 
 @functools.cache
 def process_timebase() -> Timebase:

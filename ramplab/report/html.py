@@ -94,6 +94,7 @@ def write_html(
         f"<li>{html.escape(k)}: <code>{html.escape(v)}</code></li>" for k, v in meta.facts(summary)
     )
     groups = breakdowns(run.digest.pooled("phases"))
+    columns = step_columns(summary)
     sections = [
         f"<ul>{listed}</ul>",
         *(
@@ -107,7 +108,7 @@ def write_html(
         "<h2>Recommendations</h2>",
         recommendations_html(recommendations),
         "<h2>Per step</h2>",
-        html_table(([c[0] for c in step_columns(summary)], rows(summary, step_columns(summary)))),
+        html_table(([c[0] for c in columns], rows(summary, columns))),
     ]
     if summary.sessions is not None:
         sections += [

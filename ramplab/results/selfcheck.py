@@ -29,7 +29,7 @@ ramp engine, a summary rebuilt without the workers' reports): a guess would be w
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +44,12 @@ __all__ = [
     "LATENESS_GROWTH_MS",
     "HealthAccumulator",
     "distrust",
+    "flagged_steps",
     "generator_warning",
     "health_from_reports",
     "judge",
     "lateness_growth_ms",
+    "untrust_passes",
 ]
 
 TICK_S = 0.1
@@ -185,22 +187,47 @@ def judge(
     return (True, "; ".join(reasons)) if reasons else (False, None)
 
 
+def untrust_passes(
+    verdicts: Sequence[GateVerdict],
+    summary: Mapping[str, Any],
+    flag: str,
+    reason: str,
+    label: str,
+    applies: Callable[[GateVerdict], bool] = lambda _: True,
+) -> tuple[GateVerdict, ...]:
+    """When the run's ``flag`` is true (``summary`` in its ``summary.json`` form), every passed
+    gate ``applies`` picks becomes ``untrusted``, its detail the flagged steps' ``reason``
+    fields; fail and invalid stay."""
+    if summary.get(flag) is not True:
+        return tuple(verdicts)
+    steps = summary.get("steps") or ()
+    detail = f"{label}: " + "; ".join(
+        f"step {st.get('index')}: {st.get(reason)}"
+        for st in steps
+        if isinstance(st, Mapping) and st.get(flag) is True
+    )
+    return tuple(
+        v.model_copy(update={"status": "untrusted", "detail": detail})
+        if v.status == "pass" and applies(v)
+        else v
+        for v in verdicts
+    )
+
+
 def distrust(
     verdicts: Sequence[GateVerdict], summary: Mapping[str, Any]
 ) -> tuple[GateVerdict, ...]:
-    """Gates of a generator-bound run (``summary`` in its ``summary.json`` form): a pass becomes
-    ``untrusted`` (the figures it passed on measured the generator); fail and invalid stay."""
-    if summary.get("generator_bound") is not True:
-        return tuple(verdicts)
-    steps = summary.get("steps") or ()
-    reason = "generator-bound: " + "; ".join(
-        f"step {st.get('index')}: {st.get('generator_reason')}"
-        for st in steps
-        if isinstance(st, Mapping) and st.get("generator_bound") is True
+    """Gates of a generator-bound run: a pass becomes ``untrusted`` (the figures it passed on
+    measured the generator)."""
+    return untrust_passes(
+        verdicts, summary, "generator_bound", "generator_reason", "generator-bound"
     )
-    return tuple(
-        v.model_copy(update={"status": "untrusted", "detail": reason}) if v.status == "pass" else v
-        for v in verdicts
+
+
+def flagged_steps(summary: RunSummary, flag: str, reason: str) -> str:
+    """``step 3: <reason>; step 5: <reason>`` over the steps whose ``flag`` is true."""
+    return "; ".join(
+        f"step {st.index}: {getattr(st, reason)}" for st in summary.steps if getattr(st, flag)
     )
 
 
@@ -208,9 +235,7 @@ def generator_warning(summary: RunSummary) -> str | None:
     """The report's (and the console's) one-line warning for a generator-bound run, else None."""
     if not summary.generator_bound:
         return None
-    steps = "; ".join(
-        f"step {st.index}: {st.generator_reason}" for st in summary.steps if st.generator_bound
-    )
+    steps = flagged_steps(summary, "generator_bound", "generator_reason")
     return (
         f"WARNING: the load generator was the bottleneck ({steps}). Those figures measured the "
         "generator, not the target; gates are untrusted and the run exits 4. Add workers or "

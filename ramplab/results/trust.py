@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ramplab.measure.record import RequestRecord
-from ramplab.results.selfcheck import generator_warning
+from ramplab.results.selfcheck import flagged_steps, generator_warning, untrust_passes
 from ramplab.results.summary import GateVerdict, RunSummary, WorkerHealth
 
 __all__ = [
@@ -106,19 +106,8 @@ def untrusted_gates(
 ) -> tuple[GateVerdict, ...]:
     """Gates on timing figures of a run with an untrusted step (``summary`` in its
     ``summary.json`` form): a pass becomes ``untrusted``; fail and invalid stay."""
-    if summary.get("untrusted") is not True:
-        return tuple(verdicts)
-    steps = summary.get("steps") or ()
-    reason = "stamps untrusted: " + "; ".join(
-        f"step {st.get('index')}: {st.get('untrusted_reason')}"
-        for st in steps
-        if isinstance(st, Mapping) and st.get("untrusted") is True
-    )
-    return tuple(
-        v.model_copy(update={"status": "untrusted", "detail": reason})
-        if v.status == "pass" and timing_gate(v)
-        else v
-        for v in verdicts
+    return untrust_passes(
+        verdicts, summary, "untrusted", "untrusted_reason", "stamps untrusted", timing_gate
     )
 
 
@@ -126,9 +115,7 @@ def untrusted_warning(summary: RunSummary) -> str | None:
     """The report's (and the console's) warning for a run with untrusted steps, else None."""
     if not summary.untrusted:
         return None
-    steps = "; ".join(
-        f"step {st.index}: {st.untrusted_reason}" for st in summary.steps if st.untrusted
-    )
+    steps = flagged_steps(summary, "untrusted", "untrusted_reason")
     return (
         f"WARNING: timing tails cannot be trusted to ±{STAMP_BOUND_MS:g} ms ({steps}). The "
         "generator could not stamp every request exactly; gates on timing figures are "
