@@ -57,7 +57,7 @@ def read_recommendations(run_dir: Path) -> list[Recommendation]:
     except (OSError, ValueError, KeyError, TypeError):
         pass  # missing or unreadable: the rules again, on the records
     summary = load_summary(run_dir)
-    return recommend(summary, read_digest(RunDir(run_dir).requests, summary))
+    return recommend(summary, read_digest(RunDir(run_dir).records, summary))
 
 
 @dataclass(frozen=True, slots=True)

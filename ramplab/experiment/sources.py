@@ -80,7 +80,7 @@ def expand(arguments: Sequence[Path], notes: list[str]) -> list[Group]:
             if not found:
                 notes.append(f"{path}: no finished run yet")
             groups += found
-        elif (RunDir(path).summary).is_file() or (RunDir(path).requests).is_file():
+        elif (RunDir(path).summary).is_file() or RunDir(path).records.exist():
             groups.append(Group(path.name, (RunData(path, None, read_summary(path)),), path))
         else:
             raise UsageError(

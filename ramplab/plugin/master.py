@@ -39,7 +39,7 @@ from ramplab.results.producer import (
 )
 from ramplab.results.selfcheck import health_from_reports
 from ramplab.results.summary import RunSummary
-from ramplab.results.writer import ResultsWriter, load_records
+from ramplab.results.writer import ResultsWriter
 from ramplab.runs.rebuild import truncated
 
 LEAD_S = 2.0
@@ -199,7 +199,7 @@ class MasterEngine:
         plan = self.plan
         if plan is None:
             return None
-        records = load_records(writer.requests_path)
+        records = list(writer.files.records())
         cut = self.unfinished_records(records)
         for record in cut:
             writer.write(record)

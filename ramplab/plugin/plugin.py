@@ -80,7 +80,7 @@ from ramplab.results.producer import RunFacts, summarize
 from ramplab.results.slo import RequestSlo, print_gates
 from ramplab.results.summary import RunSummary
 from ramplab.results.trust import run_warnings
-from ramplab.results.writer import RESERVE_BYTES, ResultsWriter, load_records
+from ramplab.results.writer import RESERVE_BYTES, ResultsWriter
 from ramplab.retry.config import RetrySetup
 from ramplab.runs.rundir import RunDir
 
@@ -260,7 +260,7 @@ class RamplabPlugin:
                 except Exception:  # the records are safe on disk; a summary bug must not lose them
                     log.exception("computing the ramp summary failed")
             if summary is None:
-                summary = summarize(load_records(self.writer.requests_path), RunFacts())
+                summary = summarize(list(self.writer.files.records()), RunFacts())
             failure = self.writer.failure
             if failure is not None:
                 reason = f"{failure}: {self.writer.refused} records could not be written"
@@ -308,7 +308,11 @@ class RamplabPlugin:
         if self.role.coordinates and not self._summary_is_current():
             self.summarize()
         if self.writer is not None:
-            self.writer.close()
+            try:
+                self.writer.finalize()
+            except StorageError as exc:  # the journal stays: every reader reads it as well
+                kept = self.writer.journal_path
+                sys.stderr.write(f"ramplab: {exc}; the records stay in {kept}\n")
         if self._context is not None and self._context.tracer is not None:
             self._context.tracer.close()  # the spans still batched
 

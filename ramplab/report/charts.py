@@ -90,7 +90,7 @@ class LabelledRun:
         if summary is None:
             summary = RunDir(run_dir).read_summary()
         return cls(
-            label or run_dir.name, summary, read_digest(RunDir(run_dir).requests, summary), colour
+            label or run_dir.name, summary, read_digest(RunDir(run_dir).records, summary), colour
         )
 
 

@@ -18,7 +18,6 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,9 +25,9 @@ from numpy.typing import NDArray
 from ramplab.errors import ShapeError
 from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import RequestRecord
+from ramplab.records.files import RecordFiles
 from ramplab.results.steps import stage_of
 from ramplab.results.summary import RunSummary
-from ramplab.results.writer import scan_records
 
 __all__ = [
     "PHASE_COLUMNS",
@@ -206,16 +205,11 @@ def digest_records(records: Iterable[RequestRecord], summary: RunSummary) -> Run
     return RunDigest(steps, read)
 
 
-def iter_records(path: Path) -> Iterator[RequestRecord]:
-    """Each complete record of a ``requests.jsonl``, one at a time; a torn last line (a crash)
-    and corrupt lines are skipped like ``writer.load_records`` does."""
-    for record in scan_records(path):
-        if record is not None:
-            yield record
+def iter_records(files: RecordFiles) -> Iterator[RequestRecord]:
+    """Each record of a run, one batch in memory at a time (none when it has no records)."""
+    return files.records()
 
 
-def read_digest(path: Path, summary: RunSummary) -> RunDigest:
-    """The digest of the records at ``path`` (an empty one when the file is missing)."""
-    if not path.is_file():
-        return digest_records((), summary)
-    return digest_records(iter_records(path), summary)
+def read_digest(files: RecordFiles, summary: RunSummary) -> RunDigest:
+    """The digest of a run's records (an empty one when it has none)."""
+    return digest_records(files.records(), summary)

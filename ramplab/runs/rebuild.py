@@ -26,7 +26,6 @@ from ramplab.results.producer import EngineCounts, RunFacts, scheduled_counts, s
 from ramplab.results.selfcheck import health_from_reports
 from ramplab.results.slo import Gate, parse_request_slo
 from ramplab.results.summary import RunSummary
-from ramplab.results.writer import read_records
 from ramplab.runs.rundir import RunDir
 
 __all__ = [
@@ -136,16 +135,17 @@ def rebuild_summary(
     *,
     crashed: bool = False,
 ) -> RunSummary:
-    """The summary from ``requests.jsonl``, the saved campaign and ``progress.json``; with
+    """The summary from the run's records, the saved campaign and ``progress.json``; with
     ``stopped_at_s`` (an interrupted run) over the measured windows that ran before it. A
     ``crashed`` run (its master wrote no summary) that died mid-run (no final progress snapshot)
     is cut at its last record's end, the same way, when that falls before the schedule's end.
     Corrupt lines are skipped and counted. The ``gates`` are evaluated on it (the master's
     verdicts are lost with its summary)."""
-    requests = RunDir(run_dir).requests
-    if not requests.is_file():
-        raise UsageError("RUN_DIR", f"{run_dir} has neither summary.json nor requests.jsonl")
-    records, corrupt = read_records(requests)
+    files = RunDir(run_dir).records
+    if not files.exist():
+        raise UsageError("RUN_DIR", f"{run_dir} has neither summary.json nor records")
+    records = list(files.records())
+    corrupt = files.corrupt()
     try:
         campaign = load_campaign(run_dir / CAMPAIGN_FILE)
         progress = _progress(run_dir)
@@ -159,7 +159,7 @@ def rebuild_summary(
     except (CampaignError, OSError, ValueError, KeyError):
         raise UsageError(
             "RUN_DIR", f"{run_dir}: no summary.json, and no {CAMPAIGN_FILE} + progress.json to "
-            "rebuild it from requests.jsonl"
+            "rebuild it from its records"
         ) from None  # fmt: skip
     if facts is None:
         # Interrupted in the first warm-up: nothing was measured, which the summary says.

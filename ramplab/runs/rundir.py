@@ -7,8 +7,10 @@ this one (the records writer, the report's digest) take the paths as arguments.
 
     campaign.yaml       the campaign exactly as run (its text, not a re-serialisation)
     run.json            the run's facts: target, seed, workers, versions, options
-    requests.jsonl      one record per request dispatched, written as each one ends
-    requests.jsonl.reserve  while the master runs: room held for its last writes on a full disk
+    requests.parquet    one record per request dispatched (docs/records.md), once the run ended
+    requests.arrows     the same while the run runs: the journal, written as each one ends
+    requests.arrows.reserve  while the master runs: room held for its last writes on a full disk
+    requests.jsonl      the records of a run directory from before 0.9 (read, never written)
     progress.json       the master's last progress snapshot (live, and for a rebuild)
     summary.json        the typed summary (``ramplab.results.summary.RunSummary``)
     report.md           the report, readable on its own
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ramplab.errors import StorageError
+from ramplab.records.files import RecordFiles
 from ramplab.results.summary import RunSummary
 from ramplab.results.writer import ResultsWriter, reserve_of
 
@@ -58,7 +61,6 @@ class RunDir:
 
     CAMPAIGN = "campaign.yaml"
     RUN = "run.json"
-    REQUESTS = "requests.jsonl"
     PROGRESS = "progress.json"
     SUMMARY = "summary.json"
     REPORT_MD = "report.md"
@@ -77,8 +79,9 @@ class RunDir:
         return self.path / self.RUN
 
     @property
-    def requests(self) -> Path:
-        return self.path / self.REQUESTS
+    def records(self) -> RecordFiles:
+        """The run's records, whichever form they are in."""
+        return RecordFiles.in_dir(self.path)
 
     @property
     def progress(self) -> Path:
@@ -115,18 +118,18 @@ class RunDir:
     def open_writer(self, reserve_bytes: int = 0) -> ResultsWriter:
         """The records writer of this run (the directory is made when missing); with
         ``reserve_bytes``, a ballast the first failed write frees (``ResultsWriter``)."""
-        return ResultsWriter(self.requests, self.summary, reserve_bytes)
+        return ResultsWriter(self.records, self.summary, reserve_bytes)
 
     def drop_reserve(self) -> None:
         """Delete the writer's ballast file that a killed master left behind."""
-        reserve_of(self.requests).unlink(missing_ok=True)
+        reserve_of(self.records.journal).unlink(missing_ok=True)
 
     def has_records(self) -> bool:
-        return self.requests.exists()
+        return self.records.exist()
 
     def is_run(self) -> bool:
         """A run directory: it has a summary or records."""
-        return self.summary.is_file() or self.requests.is_file()
+        return self.summary.is_file() or self.records.exist()
 
     def is_search(self) -> bool:
         return self.search.is_file()

@@ -2,8 +2,8 @@
 
 The one tailer of the live views (``progress.LiveProgress``, the terminal's table) and of the
 search's early stop (``ramplab.search.watch``): each poll re-reads ``progress.json`` and returns
-the records appended to ``requests.jsonl`` since the last poll. A line still being written waits
-for the next poll; a line that is not JSON is skipped (a live view must not die of one).
+the records appended to the run's journal since the last poll (``records.journal.JournalTail``).
+A batch still being written waits for the next poll.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from ramplab.records.journal import JournalTail
+from ramplab.records.schema import dicts_of
 from ramplab.runs.rundir import RunDir
 
 __all__ = ["RunTail"]
@@ -25,12 +25,10 @@ class RunTail:
 
     def __init__(self, run_dir: Path) -> None:
         files = RunDir(run_dir)
-        self.requests_path = files.requests
         self.progress_path = files.progress
         self.progress: dict[str, Any] = {}
         self.records = 0  # records read so far
-        self._offset = 0
-        self._partial = b""
+        self._journal = JournalTail(files.records.journal)
 
     def poll(self) -> list[dict[str, Any]]:
         """Refresh ``progress``; the records written since the last poll, in file order."""
@@ -38,25 +36,7 @@ class RunTail:
             snapshot = json.loads(self.progress_path.read_text(encoding="utf-8"))
             if isinstance(snapshot, dict):
                 self.progress = snapshot
-        try:
-            with self.requests_path.open("rb") as handle:
-                handle.seek(self._offset)
-                chunk = handle.read()
-        except OSError:
-            return []
-        self._offset += len(chunk)
-        lines = (self._partial + chunk).split(b"\n")
-        self._partial = lines.pop()  # an incomplete last line waits for the next poll
-        records = []
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
+        records = [row for batch in self._journal.poll() for row in dicts_of(batch)]
         self.records += len(records)
         return records
 

@@ -177,7 +177,7 @@ def _generator_bound(run_dir: Path) -> bool:
 
 def _summary(run_dir: Path, stopped_at: float | None, result: ProbeRun) -> RunSummary | None:
     """The master's summary, or the one rebuilt over what ran before an early stop."""
-    if not (RunDir(run_dir).requests).exists():
+    if not RunDir(run_dir).records.exist():
         return None
     try:
         if stopped_at is not None:

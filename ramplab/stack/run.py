@@ -34,7 +34,6 @@ from ramplab.results.outcome import exit_code
 from ramplab.results.slo import Gate, evaluate_gates, print_gates
 from ramplab.results.summary import RunSummary
 from ramplab.results.trust import run_warnings
-from ramplab.results.writer import load_records
 from ramplab.runs.naming import keep_trace, new_results_dir
 from ramplab.runs.progress import LiveProgress
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
@@ -200,7 +199,7 @@ def _finish(
     run's exit code."""
     RunDir(run_dir).drop_reserve()
     summary = None
-    if not outcome.failed or (RunDir(run_dir).requests).exists():  # nothing ran: no table
+    if not outcome.failed or RunDir(run_dir).records.exist():  # nothing ran: no table
         summary = _summary(run_dir, gates, console, outcome)
     ceiling = _ceiling(request)
     code = exit_code(
@@ -241,7 +240,7 @@ def _print_ceiling(
     if verdict is None:
         return
     try:
-        kinds = top_kinds(load_records(RunDir(run_dir).requests))
+        kinds = top_kinds([r for r in RunDir(run_dir).records.records() if not r.ok])
     except (OSError, ValueError):
         kinds = []
     meta["error_ceiling"] = {"verdict": verdict, "top_kinds": kinds}

@@ -50,6 +50,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("retry", "load"),
     ("workload",),
     ("measure",),
+    ("records",),
     ("results", "metrics"),
     ("options",),
     ("campaign",),

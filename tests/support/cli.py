@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.processes import REPO, Process, group_gone, python
+from tests.support.records import run_records
 
 RAMPLAB = python("-m", "ramplab.cli.app")
 
@@ -90,10 +91,9 @@ def run_meta(run_dir: Path) -> dict[str, Any]:
     return data
 
 
-def records(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text()
-    assert text == "" or text.endswith("\n"), "a torn last line"
-    return [json.loads(line) for line in text.splitlines()]
+def records(run_dir: Path) -> list[dict[str, Any]]:
+    """The run directory's records (``tests.support.records``)."""
+    return run_records(run_dir)
 
 
 def table_section(output: str, start: str, end: str) -> str:

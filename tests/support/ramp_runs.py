@@ -16,6 +16,7 @@ from ramplab.load.arrivals.schedule import Schedule, build_schedule, make_proces
 from ramplab.load.shapes import parse_shape
 from target_service.embedded_redis import free_port
 from tests.support.processes import Process, python, stop_all
+from tests.support.records import run_records
 
 LOCUST = python("-m", "locust", "-f", "locustfiles/llm_ramp.py")
 # Tiny streams so that the target is never the limit on a shared 2-core machine.
@@ -37,9 +38,7 @@ class RampRun:
 
     @property
     def records(self) -> list[dict[str, Any]]:
-        text = (self.out / "requests.jsonl").read_text()
-        assert text.endswith("\n")
-        return [json.loads(line) for line in text.splitlines()]
+        return run_records(self.out)
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -112,15 +111,12 @@ def run_ramp(
 
 def wait_for_records(out: Path, predicate: Callable[[list[dict[str, Any]]], bool],
                      timeout_s: float = 30.0) -> list[dict[str, Any]]:  # fmt: skip
-    """Poll ``requests.jsonl`` until ``predicate(records)`` holds (complete lines only)."""
-    path = out / "requests.jsonl"
+    """Poll the run's records until ``predicate(records)`` holds (whole batches only)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if path.exists():
-            lines = path.read_text().split("\n")[:-1]
-            records = [json.loads(line) for line in lines]
-            if predicate(records):
-                return records
+        records = run_records(out)
+        if records and predicate(records):
+            return records
         time.sleep(0.1)
     raise AssertionError(f"records never satisfied the condition within {timeout_s} s")
 

@@ -81,7 +81,7 @@ def collect(directory: Path, notes: list[str]) -> tuple[StreamRows, list[RunSett
             lateness: list[float] = []
             before = len(rows)
             measured = group_measured(
-                iter_records(RunDir(run.path).requests), shape, summary.run_start or 0.0
+                iter_records(RunDir(run.path).records), shape, summary.run_start or 0.0
             )
             for record in (r for stage in measured for r in stage):
                 counts = record.tokens_per_event

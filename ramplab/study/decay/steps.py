@@ -178,8 +178,7 @@ def read_curve(group: Group) -> ModeCurve:
             point.achieved_qps.append(step.achieved_qps)
             keys.append(point)
         start = summary.run_start or 0.0
-        path = RunDir(run.path).requests
-        for record in iter_records(path) if path.is_file() else ():
+        for record in iter_records(RunDir(run.path).records):
             stage = stage_of(record, shape, start)
             if stage is not None and stage.in_measured(record.intended_start - start):
                 keys[stage.index].add(record)

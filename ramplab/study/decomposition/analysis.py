@@ -142,7 +142,7 @@ def _fit(parts: dict[str, float], window: float) -> tuple[dict[str, float], floa
 def variant_phases(runs: list[Path]) -> Floats:
     """Every successful request's phase row over ``runs`` (rows as ``digest.PHASE_COLUMNS``)."""
     arrays = [
-        read_digest(RunDir(path).requests, load_summary(path)).pooled("phases") for path in runs
+        read_digest(RunDir(path).records, load_summary(path)).pooled("phases") for path in runs
     ]
     return np.vstack(arrays) if arrays else np.empty((0, len(PHASE_COLUMNS)))
 

@@ -18,7 +18,6 @@ file mean, while requests draw the prompts in turns, so the two agree within the
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from ramplab.campaign.schema import Campaign, load_campaign
 from ramplab.errors import UsageError
 from ramplab.experiment.sources import expand
 from ramplab.experiment.study_result import StudyResult, StudyTable
+from ramplab.records.schema import dicts_of
 from ramplab.runs.rundir import RunDir
 from ramplab.workload.prompt_file import read_prompts
 from ramplab.workload.prompts import normalise_rules
@@ -87,11 +87,7 @@ class VariantFigures:
 
 
 def _records(run_dir: Path) -> list[dict[str, Any]]:
-    path = RunDir(run_dir).requests
-    if not path.is_file():
-        return []
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    return [row for batch in RunDir(run_dir).records.batches() for row in dicts_of(batch)]
 
 
 def _target_latency(campaign: Campaign) -> tuple[str, float]:

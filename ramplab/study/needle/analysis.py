@@ -78,7 +78,7 @@ def _rows(run_dir: Path, summary: RunSummary) -> tuple[list[Row], int]:
     if shape is None:
         return [], 0
     measured = group_measured(
-        iter_records(RunDir(run_dir).requests), shape, summary.run_start or 0.0
+        iter_records(RunDir(run_dir).records), shape, summary.run_start or 0.0
     )
     rows: list[Row] = []
     skipped = 0

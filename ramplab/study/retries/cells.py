@@ -94,7 +94,7 @@ def measure_run(run_dir: Path, summary: Mapping[str, Any]) -> Inputs:
     retries = [0, 0]
     caught_last: list[float] = []
     arrivals: list[float] = []
-    for r in iter_records(RunDir(run_dir).requests):
+    for r in iter_records(RunDir(run_dir).records):
         arrivals.append(r.intended_start - start)
         for a in r.attempt_log:
             bucket = first if a.attempt == 1 else retries

@@ -12,12 +12,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from target_service.embedded_redis import free_port
 from target_service.settings import LatencySettings
 from tests.support.processes import REPO, TargetProcess
+from tests.support.records import run_records
 from tests.support.targets import SharedTarget
 
 pytestmark = pytest.mark.slow
@@ -33,10 +35,8 @@ def target(shared_target: SharedTarget) -> TargetProcess:
     return shared_target.reset({"latency": LATENCY})
 
 
-def records(path: Path) -> list[dict[str, object]]:
-    text = path.read_text()
-    assert text.endswith("\n")
-    return [json.loads(line) for line in text.splitlines()]
+def records(run_dir: Path) -> list[dict[str, Any]]:
+    return run_records(run_dir)
 
 
 def test_headless_run_writes_results_and_locust_stats(
@@ -49,7 +49,7 @@ def test_headless_run_writes_results_and_locust_stats(
         cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = records(out / "requests.jsonl")
+    lines = records(out)
     assert len(lines) > 10
     # ``-t`` stops the users with their last requests in flight: those are recorded as cut.
     ended = [r for r in lines if r["error_kind"] != "unfinished"]
@@ -140,7 +140,7 @@ def test_distributed_run_gathers_one_set(target: TargetProcess, tmp_path: Path) 
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
-    lines = records(out / "requests.jsonl")
+    lines = records(out)
     assert len({r["worker"] for r in lines}) == 2
     assert len({r["request_id"] for r in lines}) == len(lines)
     summary = json.loads((out / "summary.json").read_text())
@@ -174,7 +174,7 @@ def test_options_from_config_file_and_environment(target: TargetProcess, tmp_pat
         env={**os.environ, "RAMPLAB_CHUNK_SIZE": "5"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = records(tmp_path / "conf" / "requests.jsonl")
+    lines = records(tmp_path / "conf")
     ended = [r for r in lines if r["error_kind"] != "unfinished"]  # ``-t`` cuts the last one
     assert ended
     assert all(r["output_tokens"] == 5 and r["tokens_per_event"] == [5] for r in ended)

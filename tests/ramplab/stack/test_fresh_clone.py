@@ -70,7 +70,7 @@ def test_demo_command_on_a_fresh_clone(clone: Path) -> None:
     assert "per-step summary" in done.stdout
     summary = json.loads((run_dir / "summary.json").read_text())
     assert [s["target_qps"] for s in summary["steps"]] == [1, 2, 5, 10, 20, 50, 100]
-    lines = records(run_dir / "requests.jsonl")
+    lines = records(run_dir)
     assert lines
     assert all(r["ok"] for r in lines)
     meta = run_meta(run_dir)

@@ -66,7 +66,7 @@ def test_worker_extensions_and_extra_processes(tmp_path: Path) -> None:
     # Each worker got its own argument: its log went to its own file.
     for index in (0, 1):
         assert "worker" in (tmp_path / f"own-{index}.log").read_text().lower()
-    assert records(tmp_path / "run" / "requests.jsonl")
+    assert records(tmp_path / "run")
 
 
 def test_run_against_a_given_target(tmp_path: Path) -> None:

@@ -65,7 +65,7 @@ def test_prometheus_scrapes_the_whole_run_and_stays_up_to_be_queried(tmp_path: P
         assert monitoring["run_id"] == "watched"
         assert monitoring["scenario"] == "tiny"
         assert set(monitoring["endpoints"]) == {"target", "master", "worker-1", "worker-2"}
-        lines = records(run_dir / "requests.jsonl")
+        lines = records(run_dir)
         assert lines
         # The CLI waited for a scrape after the ramp: the counts are final, no polling needed.
         total = query(url, 'sum(ramplab_requests_total{run="watched", scenario="tiny"})')

@@ -51,7 +51,7 @@ def test_smoke_campaign_with_two_workers_completes(
     done, run_dir = smoke
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Traceback" not in done.stderr
-    lines = records(run_dir / "requests.jsonl")
+    lines = records(run_dir)
     assert lines
     assert all(r["ok"] for r in lines), {r.get("status") for r in lines if not r["ok"]}
     assert len({r["worker"] for r in lines}) == 2  # both workers measured
@@ -217,7 +217,7 @@ def test_a_worker_killed_mid_run_fails_the_run_but_keeps_its_results(tmp_path: P
     meta = run_meta(run_dir)
     assert meta["exit_codes"]["worker-2"] == -signal.SIGKILL
     assert not wait_gone(list(meta["processes"].values()))
-    lines = records(run_dir / "requests.jsonl")
+    lines = records(run_dir)
     # The surviving worker went on measuring after the kill, and its records were kept.
     assert {r["worker"] for r in lines if r["intended_start"] > plan_start(run_dir) + 6.0}
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -46,7 +46,7 @@ def test_rates_without_a_file_run_the_steps_with_the_model(
     summary = json.loads((run_dir / "summary.json").read_text())
     assert [s["target_qps"] for s in summary["steps"]] == [4, 8]
     assert summary["model"] == MODEL
-    lines = records(run_dir / "requests.jsonl")
+    lines = records(run_dir)
     assert lines
     assert all(r["ok"] for r in lines)  # the key was accepted
     for path in run_dir.rglob("*"):
@@ -73,6 +73,6 @@ def test_concurrency_without_a_file_runs_a_closed_loop(
     assert summary["mode"] == "closed"
     assert [s["target_users"] for s in summary["steps"]] == [1, 3]
     assert "mode: closed" in (run_dir / "campaign.yaml").read_text()
-    lines = records(run_dir / "requests.jsonl")
+    lines = records(run_dir)
     assert lines
     assert all(r["ok"] for r in lines)

@@ -69,7 +69,7 @@ def test_every_request_carries_exactly_the_analysers_count(
     without_all = cl100k.count(apply_rules(prompt.texts, RULE_NAMES)[0])
     assert without_all < as_written
     for run, expected in (("01-raw-r1", as_written), ("02-normalised-r1", without_all)):
-        ok = [r for r in records(directory / run / "requests.jsonl") if r["ok"]]
+        ok = [r for r in records(directory / run) if r["ok"]]
         assert len(ok) >= 8, run
         assert {r["prompt_tokens"] for r in ok} == {expected}, run
 

@@ -1,0 +1,147 @@
+"""A run's records on disk, whatever their form: Parquet, the journal, or an old JSON Lines file.
+
+    requests.parquet    the records once the run ended (``finalize``): zstd, one row group per
+                        ~64 k records, ``docs/records.md``
+    requests.arrows     the journal while the run runs (``journal.py``); left behind by a
+                        killed master, and read as it is
+    requests.jsonl      the records of a run directory written before version 0.9 (read only)
+
+The records of a run are those of its Parquet file followed by those of its journal (a web-UI
+run that is restarted appends a journal to a finalised run), or, for an old run directory, its
+JSON Lines file. ``finalize`` folds the journal into the Parquet file through a temporary file and
+an atomic rename, so a kill at any moment leaves either the old pair or the new file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ramplab.measure.record import RequestRecord
+from ramplab.records.journal import read_journal
+from ramplab.records.schema import SCHEMA, batch_of, check_schema, record_from_dict, records_of
+
+__all__ = ["JSONL_BATCH", "RecordFiles", "scan_jsonl"]
+
+ROW_GROUP = 65_536
+JSONL_BATCH = 8_192  # records per batch read from a JSON Lines file
+
+
+def scan_jsonl(path: Path) -> Iterator[RequestRecord | None]:
+    """Each line of a ``requests.jsonl`` as a record, ``None`` for a corrupt one (a disk that
+    filled mid-line, a hand edit); a torn last line (a crash) and blank lines are passed over."""
+    with Path(path).open("rb") as handle:
+        for line in handle:
+            if not line.endswith(b"\n"):
+                break
+            if not line.strip():
+                continue
+            try:
+                yield record_from_dict(orjson.loads(line))
+            except (ValueError, TypeError, AttributeError):
+                yield None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFiles:
+    """The records files of one run directory (``RunDir.records`` names them)."""
+
+    parquet: Path
+    journal: Path
+    jsonl: Path
+
+    @classmethod
+    def in_dir(cls, run_dir: Path) -> RecordFiles:
+        return cls(
+            run_dir / "requests.parquet", run_dir / "requests.arrows", run_dir / "requests.jsonl"
+        )
+
+    def exist(self) -> bool:
+        return self.parquet.is_file() or self.journal.is_file() or self.jsonl.is_file()
+
+    @property
+    def columnar(self) -> bool:
+        """The records are Parquet or a journal (not an old JSON Lines file)."""
+        return self.parquet.is_file() or self.journal.is_file()
+
+    def batches(self, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """The records in batches, in the order written; ``columns`` reads only those (Parquet
+        reads nothing else from disk). A JSON Lines file is converted as it is read; its corrupt
+        lines are skipped (``corrupt`` counts them)."""
+        if self.columnar:
+            if self.parquet.is_file():
+                parquet = pq.ParquetFile(self.parquet)
+                check_schema(parquet.schema_arrow, self.parquet)
+                yield from parquet.iter_batches(batch_size=ROW_GROUP, columns=columns)
+            if self.journal.is_file():
+                for batch in read_journal(self.journal):
+                    yield batch.select(columns) if columns is not None else batch
+            return
+        if not self.jsonl.is_file():
+            return
+        pending: list[RequestRecord] = []
+        for record in scan_jsonl(self.jsonl):
+            if record is None:
+                continue
+            pending.append(record)
+            if len(pending) >= JSONL_BATCH:
+                batch = batch_of(pending)
+                yield batch.select(columns) if columns is not None else batch
+                pending = []
+        if pending:
+            batch = batch_of(pending)
+            yield batch.select(columns) if columns is not None else batch
+
+    def records(self) -> Iterator[RequestRecord]:
+        """Each record as a ``RequestRecord``, one batch in memory at a time."""
+        if not self.columnar:
+            if self.jsonl.is_file():
+                yield from (r for r in scan_jsonl(self.jsonl) if r is not None)
+            return
+        for batch in self.batches():
+            yield from records_of(batch)
+
+    def corrupt(self) -> int:
+        """Lines of an old JSON Lines file that are not records (0 for columnar records: a torn
+        journal ends at its last whole batch, and nothing else in it can be corrupt)."""
+        if self.columnar or not self.jsonl.is_file():
+            return 0
+        return sum(1 for record in scan_jsonl(self.jsonl) if record is None)
+
+    def count(self) -> int:
+        if not self.columnar:
+            return sum(1 for r in scan_jsonl(self.jsonl) if r is not None) if self.exist() else 0
+        total = pq.ParquetFile(self.parquet).metadata.num_rows if self.parquet.is_file() else 0
+        if self.journal.is_file():
+            total += sum(batch.num_rows for batch in read_journal(self.journal))
+        return total
+
+    def finalize(self) -> None:
+        """Fold the journal into the Parquet file (a no-op without a journal). Batches are
+        copied one at a time: memory does not grow with the number of records."""
+        if not self.journal.is_file():
+            return
+        tmp = self.parquet.with_name(self.parquet.name + ".tmp")
+        try:
+            with pq.ParquetWriter(tmp, SCHEMA, compression="zstd") as writer:
+                pending: list[pa.RecordBatch] = []
+                rows = 0
+                for batch in self.batches():
+                    pending.append(batch)
+                    rows += batch.num_rows
+                    if rows >= ROW_GROUP:
+                        writer.write_table(pa.Table.from_batches(pending, SCHEMA))
+                        pending, rows = [], 0
+                if pending:
+                    writer.write_table(pa.Table.from_batches(pending, SCHEMA))
+            os.replace(tmp, self.parquet)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        self.journal.unlink(missing_ok=True)
