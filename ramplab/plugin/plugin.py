@@ -260,7 +260,7 @@ class RamplabPlugin:
                 except Exception:  # the records are safe on disk; a summary bug must not lose them
                     log.exception("computing the ramp summary failed")
             if summary is None:
-                summary = summarize(list(self.writer.files.records()), RunFacts())
+                summary = summarize(self.writer.files, RunFacts())
             failure = self.writer.failure
             if failure is not None:
                 reason = f"{failure}: {self.writer.refused} records could not be written"
