@@ -6,14 +6,15 @@ A run of ten million 16-token streams pools 150 million inter-token gaps: 1.2 GB
 
 Here each value becomes a 64-bit key whose unsigned order is the float order (the usual IEEE
 trick: flip the sign bit of a positive number, every bit of a negative one). The first scan
-counts keys per group in 65,536 buckets of their top 16 bits; the ranks a percentile needs
-(``numpy.percentile``'s linear rule: ``(n − 1) · p``, and its two neighbours) are located in
-their buckets from the counts. Each later scan either collects the values of a wanted bucket,
-once it holds few enough (``COLLECT_LIMIT``), and selects the rank among them, or splits it by
-the next 8 bits. A bucket narrowed to all 64 bits is a single value. Memory is the histograms
-plus at most ``COLLECT_LIMIT`` values per wanted bucket; the cost is one scan per level (two or
-three in practice). The results are numpy's to the bit: the same two order statistics combined
-by numpy's own interpolation (a test holds them equal on generated data).
+counts keys per group in 4,096 buckets of their top 12 bits (sign and exponent: a bucket per
+binade); the ranks a percentile needs (``numpy.percentile``'s linear rule: ``(n − 1) · p``, and
+its two neighbours) are located in their buckets from the counts. Each later scan collects the
+values of the smallest wanted buckets, up to ``COLLECT_LIMIT`` values in all, and selects the
+ranks among them; the other wanted buckets are split by their next 8 bits. A bucket narrowed to
+all 64 bits is a single value. Memory is the histograms plus ``COLLECT_LIMIT`` values; the cost
+is one scan per level (three in practice: counts, one split, the selection). The results are
+numpy's to the bit: the same two order statistics combined by numpy's own interpolation (a test
+holds them equal on generated data).
 
 Groups: a metric's values come with a group index (a step); a "total" over every group is
 answered too, from the same scans, so a run's figures and its steps' agree by construction.
@@ -31,8 +32,8 @@ from numpy.typing import NDArray
 __all__ = ["COLLECT_LIMIT", "PERCENTS", "Exact", "GroupedValues", "exact_percentiles"]
 
 PERCENTS = (50.0, 90.0, 95.0, 99.0, 99.9)
-COLLECT_LIMIT = 2_000_000  # values gathered at once for one wanted bucket (16 MB)
-TOP_BITS = 16
+COLLECT_LIMIT = 4_000_000  # values gathered in one scan, over every wanted bucket (64 MB)
+TOP_BITS = 12  # sign and exponent: one bucket per binade, 4,096 counters a group
 STEP_BITS = 8
 _SIGN = np.uint64(1 << 63)
 
@@ -173,11 +174,22 @@ def _narrow(
                 by_bucket[(t.prefix, t.bits)].append(t)
         if by_bucket:
             jobs[metric] = dict(by_bucket)
+    if not jobs:
+        return {}
     collected: dict[str, dict[tuple[int, int], list[tuple[Keys, NDArray[np.int64]]]]] = {
         m: {b: [] for b in buckets} for m, buckets in jobs.items()
     }
     split: dict[str, dict[tuple[int, int], NDArray[np.int64]]] = {m: {} for m in jobs}
     sizes = {m: {b: ts[0].size for b, ts in buckets.items()} for m, buckets in jobs.items()}
+    # The smallest buckets are collected now, within the budget; the rest are split.
+    collect: set[tuple[str, tuple[int, int]]] = set()
+    budget = COLLECT_LIMIT
+    for size, metric, bucket in sorted(
+        (size, m, b) for m, bs in sizes.items() for b, size in bs.items()
+    ):
+        if size <= budget:
+            collect.add((metric, bucket))
+            budget -= size
     for batch in scan():
         for metric, buckets in jobs.items():
             if metric not in batch:
@@ -197,23 +209,25 @@ def _narrow(
                 inside = (keys >> np.uint64(64 - bits)) == np.uint64(prefix)
                 if not inside.any():
                     continue
-                if sizes[metric][bucket] <= COLLECT_LIMIT:
+                if (metric, bucket) in collect:
                     collected[metric][bucket].append((keys[inside], group[inside]))
                 else:
-                    g = groups[metric]
-                    digit = (keys[inside] >> np.uint64(64 - bits - STEP_BITS)) & np.uint64(255)
-                    index = group[inside] * 256 + digit.astype(np.int64)
-                    counts = np.bincount(index, minlength=g * 256).reshape(g, 256)
+                    g, step = groups[metric], _step(bits)
+                    shifted = keys[inside] >> np.uint64(64 - bits - step)
+                    digit = (shifted & np.uint64((1 << step) - 1)).astype(np.int64)
+                    index = group[inside] * (1 << step) + digit
+                    counts = np.bincount(index, minlength=g << step).reshape(g, 1 << step)
                     previous = split[metric].get(bucket)
                     split[metric][bucket] = counts if previous is None else previous + counts
     remaining: dict[str, list[_Target]] = {}
     for metric, buckets in jobs.items():
         g = groups[metric]
         for bucket, mine in buckets.items():
-            if sizes[metric][bucket] <= COLLECT_LIMIT:
+            if (metric, bucket) in collect:
                 _select(collected[metric][bucket], mine, g, out[metric])
                 continue
-            counts = split[metric].get(bucket, np.zeros((g, 256), dtype=np.int64))
+            step = _step(bucket[1])
+            counts = split[metric].get(bucket, np.zeros((g, 1 << step), dtype=np.int64))
             everyone = counts.sum(axis=0)
             for t in mine:
                 row = everyone if t.group == g else counts[t.group]
@@ -222,10 +236,15 @@ def _narrow(
                 before = int(cumulative[digit - 1]) if digit else 0
                 prefix, bits = bucket
                 remaining.setdefault(metric, []).append(
-                    _Target(t.group, t.rank, t.within - before, (prefix << STEP_BITS) | digit,
-                            bits + STEP_BITS, int(everyone[digit]))
+                    _Target(t.group, t.rank, t.within - before, (prefix << step) | digit,
+                            bits + step, int(everyone[digit]))
                 )  # fmt: skip
     return remaining
+
+
+def _step(bits: int) -> int:
+    """How many more bits the next split fixes (the last one may fix fewer than 8)."""
+    return min(STEP_BITS, 64 - bits)
 
 
 def _select(
