@@ -80,11 +80,14 @@ def _peak():
             sys.stderr.write("\\nPEAK " + line.split()[1] + "\\n")
 atexit.register(_peak)
 """
-CLI = PEAK + """
+CLI = (
+    PEAK
+    + """
 import runpy, sys
 sys.argv = ["ramplab", *sys.argv[1:]]
 runpy.run_module("ramplab", run_name="__main__")
 """
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +147,16 @@ def synthetic(real: pa.Table, n: int, out: Path, *, jsonl: bool) -> None:
         for at in range(0, n, ROW_GROUP):
             size = min(ROW_GROUP, n - at)
             chunk = real.take(pa.array(rng.integers(0, real.num_rows, size)))
-            chunk = chunk.set_column(chunk.schema.get_field_index("request_id"), "request_id",
-                                     pa.array([os.urandom(16).hex() for _ in range(size)]))
-            for name, values in (("step", steps[at:at + size].astype(np.int32)),
-                                 ("arrival", np.arange(at, at + size)),
-                                 ("intended_start", intended[at:at + size])):
+            chunk = chunk.set_column(
+                chunk.schema.get_field_index("request_id"),
+                "request_id",
+                pa.array([os.urandom(16).hex() for _ in range(size)]),
+            )
+            for name, values in (
+                ("step", steps[at : at + size].astype(np.int32)),
+                ("arrival", np.arange(at, at + size)),
+                ("intended_start", intended[at : at + size]),
+            ):
                 index = chunk.schema.get_field_index(name)
                 chunk = chunk.set_column(index, name, pa.array(values, SCHEMA.field(name).type))
             for name in JITTERED:
@@ -213,20 +221,22 @@ def run() -> str:
                                  report))  # fmt: skip
             shutil.rmtree(run_dir)
             print(f"records_scale: {n:,} records measured", flush=True)
-    return "\n".join([
-        "## Records at scale: summary and report CPU and memory, bytes per record",
-        "",
-        "A real short run's successful 16-token records, multiplied onto a ten-step ramp "
-        "(`bench/records_scale.py`); each figure in a fresh process. The baseline is the "
-        "summary as it was computed before the columnar records: every record loaded as an "
-        "object from `requests.jsonl`, the record-level definitions per step.",
-        "",
-        "| what | records | wall s | CPU s | peak RSS MiB | vs baseline |",
-        "|---|---:|---:|---:|---:|---|",
-        *rows,
-        "",
-        "| records | `requests.parquet` per record | `requests.jsonl` per record |",
-        "|---:|---:|---:|",
-        *disk,
-        "",
-    ])
+    return "\n".join(
+        [
+            "## Records at scale: summary and report CPU and memory, bytes per record",
+            "",
+            "A real short run's successful 16-token records, multiplied onto a ten-step ramp "
+            "(`bench/records_scale.py`); each figure in a fresh process. The baseline is the "
+            "summary as it was computed before the columnar records: every record loaded as an "
+            "object from `requests.jsonl`, the record-level definitions per step.",
+            "",
+            "| what | records | wall s | CPU s | peak RSS MiB | vs baseline |",
+            "|---|---:|---:|---:|---:|---|",
+            *rows,
+            "",
+            "| records | `requests.parquet` per record | `requests.jsonl` per record |",
+            "|---:|---:|---:|",
+            *disk,
+            "",
+        ]
+    )

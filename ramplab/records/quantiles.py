@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 __all__ = ["COLLECT_LIMIT", "PERCENTS", "Exact", "GroupedValues", "exact_percentiles"]
 
 PERCENTS = (50.0, 90.0, 95.0, 99.0, 99.9)
-COLLECT_LIMIT = 4_000_000  # values gathered in one scan, over every wanted bucket (64 MB)
+COLLECT_LIMIT = 1_000_000  # values gathered in one scan, over every wanted bucket (16 MB)
 TOP_BITS = 12  # sign and exponent: one bucket per binade, 4,096 counters a group
 STEP_BITS = 8
 _SIGN = np.uint64(1 << 63)
