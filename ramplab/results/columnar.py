@@ -191,6 +191,7 @@ class Grouping:
 
     shape: Shape | None
     run_start: float
+    slack_s: float = EPOCH_SLACK_S  # at a window's edges, for a record whose step is set
 
     @property
     def groups(self) -> int:
@@ -210,7 +211,7 @@ class Grouping:
         known = group >= 0
         measured_start = np.array([st.measured_start_s for st in stages])
         end = np.array([st.end_s for st in stages])
-        slack = np.where(has_step, EPOCH_SLACK_S, 0.0)
+        slack = np.where(has_step, self.slack_s, 0.0)
         at = np.where(known, group, 0)
         inside = (measured_start[at] - slack <= offset) & (offset < end[at] + slack)
         return np.where(known & inside, group, -1)
@@ -232,11 +233,11 @@ class Grouping:
         return np.where(group >= 0, out, -1)
 
 
-def _np(column: pa.Array, fill: float | int | bool, dtype: Any) -> NDArray[Any]:
+def np_of(column: pa.Array, fill: float | int | bool, dtype: Any) -> NDArray[Any]:
     return np.asarray(column.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype)
 
 
-def _valid(column: pa.Array) -> NDArray[np.bool_]:
+def valid(column: pa.Array) -> NDArray[np.bool_]:
     return np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
 
@@ -244,12 +245,12 @@ def _good(batch: pa.RecordBatch, ok: NDArray[np.bool_], slo: RequestSlo) -> NDAr
     """``slo_ok`` as ``RequestSlo.apply`` would set it, else as recorded, else ``ok``."""
     if slo.empty:
         recorded = batch.column("slo_ok")
-        return np.where(_valid(recorded), _np(recorded, False, bool), ok)
+        return np.where(valid(recorded), np_of(recorded, False, bool), ok)
     meets = ok.copy()
     for name, limit in slo.limits().items():
         column = batch.column(name)
-        present = _valid(column)
-        value = _np(column, 0.0, np.float64)
+        present = valid(column)
+        value = np_of(column, 0.0, np.float64)
         fails = (present & (value > limit)) | (~present if name != "tpot_ms" else False)
         meets &= ~fails
     return meets
@@ -267,16 +268,16 @@ class _Scanner:
 
     def values(self, batch: pa.RecordBatch, *, count: bool) -> GroupedValues:
         g_all = self.grouping.of(
-            batch.column("step"), _np(batch.column("intended_start"), 0.0, np.float64)
+            batch.column("step"), np_of(batch.column("intended_start"), 0.0, np.float64)
         )
         keep = g_all >= 0
         if not keep.any():
             return {}
         batch = batch.filter(pa.array(keep))
         group = g_all[keep]
-        intended = _np(batch.column("intended_start"), 0.0, np.float64)
-        ok = _np(batch.column("ok"), False, bool)
-        attempts = _np(batch.column("attempts"), 0, np.int64)
+        intended = np_of(batch.column("intended_start"), 0.0, np.float64)
+        ok = np_of(batch.column("ok"), False, bool)
+        attempts = np_of(batch.column("attempts"), 0, np.int64)
         sent = attempts > 0
         out: dict[str, Values] = {}
         for name in OK_METRICS:
@@ -288,7 +289,7 @@ class _Scanner:
         in_third = sent & (third >= 0)
         out["lateness_thirds"] = (
             third[in_third],
-            _np(batch.column("lateness_ms"), 0.0, np.float64)[in_third],
+            np_of(batch.column("lateness_ms"), 0.0, np.float64)[in_third],
         )
         out.update(self._gaps(batch, group, ok))
         if count:
@@ -297,15 +298,16 @@ class _Scanner:
 
     @staticmethod
     def _pick(column: pa.Array, group: NDArray[np.int64], rows: NDArray[np.bool_]) -> Values:
-        mask = rows & _valid(column)
-        return group[mask], _np(column, 0.0, np.float64)[mask]
+        mask = rows & valid(column)
+        return group[mask], np_of(column, 0.0, np.float64)[mask]
 
+    @staticmethod
     def _gaps(
-        self, batch: pa.RecordBatch, group: NDArray[np.int64], ok: NDArray[np.bool_]
+        batch: pa.RecordBatch, group: NDArray[np.int64], ok: NDArray[np.bool_]
     ) -> dict[str, Values]:
         """ITL (coalesced gaps left out), and the reasoning and answer phases' gaps."""
         coalesced = pc.list_value_length(batch.column("coalesced_events")).fill_null(0)
-        reasoning = _np(batch.column("reasoning_events"), 0, np.int64)
+        reasoning = np_of(batch.column("reasoning_events"), 0, np.int64)
         has_coalesced = ok & (np.asarray(coalesced.to_numpy(zero_copy_only=False)) > 0)
         has_reasoning = ok & (reasoning > 0)
         plain_itl = ok & ~has_coalesced
@@ -356,18 +358,18 @@ class _Scanner:
     ) -> None:
         size = self.grouping.groups
         kind = batch.column("error_kind")
-        unfinished = ~ok & _np(pc.equal(kind, UNFINISHED), False, bool)
+        unfinished = ~ok & np_of(pc.equal(kind, UNFINISHED), False, bool)
         failed = ~ok & ~unfinished
         good = _good(batch, ok, self.slo)
         turn = batch.column("turn")
-        accounted = ~_valid(turn) | (_np(turn, 0, np.int64) <= 1)
-        prompt = _np(batch.column("prompt_tokens"), 0, np.int64)
+        accounted = ~valid(turn) | (np_of(turn, 0, np.int64) <= 1)
+        prompt = np_of(batch.column("prompt_tokens"), 0, np.int64)
         cached_col = batch.column("cached_tokens")
-        cached = _np(cached_col, 0, np.int64)
-        reported = _valid(cached_col) & (prompt != 0)
+        cached = np_of(cached_col, 0, np.int64)
+        reported = valid(cached_col) & (prompt != 0)
         bound_col = batch.column("stamp_error_ms")
-        bounded = ok & _valid(bound_col)
-        bound = _np(bound_col, 0.0, np.float64)
+        bounded = ok & valid(bound_col)
+        bound = np_of(bound_col, 0.0, np.float64)
 
         def per(weights: NDArray[Any]) -> list[int]:
             counts = np.bincount(group, weights=weights, minlength=size).astype(np.int64)
@@ -379,12 +381,12 @@ class _Scanner:
             "sent": per(sent),
             "attempts": per(attempts),
             "good": per(good),
-            "tokens": per(_np(batch.column("output_tokens"), 0, np.int64)),
+            "tokens": per(np_of(batch.column("output_tokens"), 0, np.int64)),
             "failed": per(failed),
             "unfinished": per(unfinished),
             "accounted": per(accounted),
             "stamps_uncertain": per(bounded & (bound > STAMP_BOUND_MS)),
-            "stamps_unbounded": per(ok & ~_valid(bound_col)),
+            "stamps_unbounded": per(ok & ~valid(bound_col)),
             "reported": per(reported),
             "prompt": per(np.where(reported, prompt, 0)),
             "cached": per(np.where(reported, cached, 0)),
@@ -405,14 +407,14 @@ class _Scanner:
                 label = kinds[index] or "unknown"
                 counts.errors[str(status[index]) if status[index] is not None else label] += 1
                 counts.kinds[label] += 1
-        coalesced = _np(pc.list_value_length(batch.column("coalesced_events")), 0, np.int64)
+        coalesced = np_of(pc.list_value_length(batch.column("coalesced_events")), 0, np.int64)
         special = ok & (coalesced > 0)
         if special.any():
             for owner, record in zip(
                 group[special].tolist(), _rebuilt(batch.filter(pa.array(special))), strict=True
             ):
                 self.counts[owner].itl_coalesced += len(record.itl_ms) - len(record.measured_itl())
-        if _valid(turn).any():
+        if valid(turn).any():
             self.sessions.extend(_rebuilt(batch.filter(turn.is_valid())))
 
 
@@ -493,9 +495,15 @@ def outcomes(
     starts: list[NDArray[np.float64]] = []
     goods: list[NDArray[np.bool_]] = []
     for batch in batches(COLUMNS):
-        ok = _np(batch.column("ok"), False, bool)
-        starts.append(_np(batch.column("intended_start"), 0.0, np.float64))
+        ok = np_of(batch.column("ok"), False, bool)
+        starts.append(np_of(batch.column("intended_start"), 0.0, np.float64))
         goods.append(_good(batch, ok, slo) if use_goodput else ok)
     if not starts:
         return np.empty(0, np.float64), np.empty(0, bool)
     return np.concatenate(starts), np.concatenate(goods)
+
+
+def measured_itl(batch: pa.RecordBatch, ok: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """The gaps the ITL figures pool (``RequestRecord.measured_itl``) of the ``ok`` rows."""
+    rows = np.zeros(batch.num_rows, dtype=np.int64)
+    return _Scanner._gaps(batch, rows, ok)["itl_ms"][1]
