@@ -60,7 +60,10 @@ DIGEST_COLUMNS = [*COLUMNS, "attempt_log", "output_tokens_source", "ttlt_send_ms
 
 
 def _array(chunks: list[Floats]) -> Floats:
-    return np.concatenate(chunks) if chunks else np.empty(0)
+    """The chunks joined; the list is emptied (its arrays freed) as it is."""
+    joined = np.concatenate(chunks) if chunks else np.empty(0)
+    chunks.clear()
+    return joined
 
 
 @dataclass
@@ -164,8 +167,11 @@ class _Acc:
             self.failed_ra.update(_outcome(status, kind) for status, kind in pairs)
 
     def freeze(self, index: int) -> StepDigest:
+        """The step's digest; each field's chunks are released as it is joined, so the peak
+        is the digest plus its largest field, not twice the digest."""
         phases = (np.vstack(self.phases) if self.phases
                   else np.empty((0, len(PHASE_COLUMNS))))  # fmt: skip
+        self.phases = []
         return StepDigest(
             index=index,
             ttft_ms=_array(self.ttft),
