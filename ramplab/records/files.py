@@ -4,7 +4,7 @@
                         ~64 k records, ``docs/records.md``
     requests.arrows     the journal while the run runs (``journal.py``); left behind by a
                         killed master, and read as it is
-    requests.jsonl      the records of a run directory written before version 0.9 (read only)
+    requests.jsonl      the records of a run directory from before the columnar records (read only)
 
 The records of a run are those of its Parquet file followed by those of its journal (a web-UI
 run that is restarted appends a journal to a finalised run), or, for an old run directory, its
