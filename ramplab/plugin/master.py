@@ -201,6 +201,7 @@ class MasterEngine:
             return None
         for record in self.unfinished_records(writer.files):
             writer.write(record)
+        writer.flush()
         return summarize(writer.files, self.facts(plan))
 
     def unfinished_records(self, files: RecordFiles) -> list[RequestRecord]:
