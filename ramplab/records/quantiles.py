@@ -40,7 +40,9 @@ _SIGN = np.uint64(1 << 63)
 Keys = NDArray[np.uint64]
 # One batch: per metric, the group of each value and the values (float64).
 GroupedValues = Mapping[str, tuple[NDArray[np.int64], NDArray[np.float64]]]
-Scan = Callable[[], Iterable[GroupedValues]]
+# A scan of the values of the metrics named (a scan may yield others too): a later scan asks
+# only for the metrics still unresolved, so their source can read less.
+Scan = Callable[[frozenset[str]], Iterable[GroupedValues]]
 
 
 def order_keys(values: NDArray[np.float64]) -> Keys:
@@ -122,7 +124,7 @@ def exact_percentiles(scan: Scan, groups: Mapping[str, int]) -> dict[str, list[E
     one for all groups together. ``scan()`` yields batches; it is called once per level."""
     hist = {m: np.zeros((g, 1 << TOP_BITS), dtype=np.int64) for m, g in groups.items()}
     sums = {m: np.zeros(g, dtype=np.float64) for m, g in groups.items()}
-    for batch in scan():
+    for batch in scan(frozenset(groups)):
         for metric, (group, values) in batch.items():
             if metric not in hist or values.size == 0:
                 continue
@@ -190,7 +192,7 @@ def _narrow(
         if size <= budget:
             collect.add((metric, bucket))
             budget -= size
-    for batch in scan():
+    for batch in scan(frozenset(jobs)):
         for metric, buckets in jobs.items():
             if metric not in batch:
                 continue
@@ -265,4 +267,4 @@ def _select(
 def batches_of(values: Iterator[GroupedValues]) -> Scan:
     """A scan over batches already in memory (tests; small inputs)."""
     kept = list(values)
-    return lambda: kept
+    return lambda _metrics: kept

@@ -266,7 +266,9 @@ class _Scanner:
         self.sessions: list[RequestRecord] = []
         self.stamp_max: list[float | None] = [None] * grouping.groups
 
-    def values(self, batch: pa.RecordBatch, *, count: bool) -> GroupedValues:
+    def values(
+        self, batch: pa.RecordBatch, needed: frozenset[str], *, count: bool
+    ) -> GroupedValues:
         g_all = self.grouping.of(
             batch.column("step"), np_of(batch.column("intended_start"), 0.0, np.float64)
         )
@@ -280,18 +282,17 @@ class _Scanner:
         attempts = np_of(batch.column("attempts"), 0, np.int64)
         sent = attempts > 0
         out: dict[str, Values] = {}
-        for name in OK_METRICS:
+        for name in needed & {*OK_METRICS, "reasoning_tokens"}:
             out[name] = self._pick(batch.column(name), group, ok)
-        for name in SENT_METRICS:
+        for name in needed.intersection(SENT_METRICS):
             out[name] = self._pick(batch.column(name), group, sent)
-        out["reasoning_tokens"] = self._pick(batch.column("reasoning_tokens"), group, ok)
-        third = self.grouping.third(group, intended)
-        in_third = sent & (third >= 0)
-        out["lateness_thirds"] = (
-            third[in_third],
-            np_of(batch.column("lateness_ms"), 0.0, np.float64)[in_third],
-        )
-        out.update(self._gaps(batch, group, ok))
+        if "lateness_thirds" in needed:
+            third = self.grouping.third(group, intended)
+            in_third = sent & (third >= 0)
+            lateness = np_of(batch.column("lateness_ms"), 0.0, np.float64)
+            out["lateness_thirds"] = (third[in_third], lateness[in_third])
+        if needed.intersection(GAP_METRICS):
+            out.update(self._gaps(batch, group, ok))
         if count:
             self._count(batch, group, ok, sent, attempts)
         return out
@@ -419,8 +420,8 @@ class _Scanner:
 
 
 def _rebuilt(batch: pa.RecordBatch) -> Iterator[RequestRecord]:
-    """Rows as records, from ``COLUMNS`` only: the identity fields a summary never reads are
-    left blank (these records are the summary's scratch, never written)."""
+    """Rows as records, from the columns read: the rest take their defaults and the identity
+    fields a summary never reads are blank (these records are its scratch, never written)."""
     for row in dicts_of(batch):
         row.setdefault("request_id", "")
         row.setdefault("worker", "")
@@ -435,6 +436,19 @@ def _flatten(column: pa.Array, group: NDArray[np.int64], rows: NDArray[np.bool_]
     return group[rows][parents].astype(np.int64), values
 
 
+def columns_for(metrics: frozenset[str]) -> list[str]:
+    """The columns a later scan reads: what places a record and what the metrics need."""
+    columns = ["step", "intended_start", "ok", "attempts"]
+    for metric in sorted(metrics):
+        if metric in GAP_METRICS:
+            columns += ["itl_ms", "coalesced_events", "reasoning_events", "tokens_per_event"]
+        elif metric == "lateness_thirds":
+            columns.append("lateness_ms")
+        else:
+            columns.append(metric)
+    return [c for c in COLUMNS if c in columns]
+
+
 def scan_run(batches: Batches, grouping: Grouping, slo: RequestSlo) -> RunColumns:
     """The figures of every stage and of the whole run, from ``batches(COLUMNS)`` (called once
     per scan: a file is read again, never held)."""
@@ -442,12 +456,12 @@ def scan_run(batches: Batches, grouping: Grouping, slo: RequestSlo) -> RunColumn
     passes = 0
     size = grouping.groups
 
-    def scan() -> Iterator[GroupedValues]:
+    def scan(needed: frozenset[str]) -> Iterator[GroupedValues]:
         nonlocal passes
         first = passes == 0
         passes += 1
-        for batch in batches(COLUMNS):
-            yield scanner.values(batch, count=first)
+        for batch in batches(COLUMNS if first else columns_for(needed)):
+            yield scanner.values(batch, needed, count=first)
 
     metrics = dict.fromkeys((*OK_METRICS, *SENT_METRICS, *GAP_METRICS, "reasoning_tokens"), size)
     metrics["lateness_thirds"] = 2 * size

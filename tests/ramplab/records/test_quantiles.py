@@ -35,7 +35,7 @@ def test_equal_to_numpy_per_group_and_in_total(monkeypatch: pytest.MonkeyPatch, 
     RNG.shuffle(batches)  # type: ignore[arg-type]
     scans = 0
 
-    def scan() -> list[GroupedValues]:
+    def scan(_metrics: frozenset[str]) -> list[GroupedValues]:
         nonlocal scans
         scans += 1
         return batches
