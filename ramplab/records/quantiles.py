@@ -178,10 +178,6 @@ def _narrow(
             jobs[metric] = dict(by_bucket)
     if not jobs:
         return {}
-    collected: dict[str, dict[tuple[int, int], list[tuple[Keys, NDArray[np.int64]]]]] = {
-        m: {b: [] for b in buckets} for m, buckets in jobs.items()
-    }
-    split: dict[str, dict[tuple[int, int], NDArray[np.int64]]] = {m: {} for m in jobs}
     sizes = {m: {b: ts[0].size for b, ts in buckets.items()} for m, buckets in jobs.items()}
     # The smallest buckets are collected now, within the budget; the rest are split.
     collect: set[tuple[str, tuple[int, int]]] = set()
@@ -192,41 +188,26 @@ def _narrow(
         if size <= budget:
             collect.add((metric, bucket))
             budget -= size
+    levels = {m: _levels(m, buckets, collect, groups[m]) for m, buckets in jobs.items()}
     for batch in scan(frozenset(jobs)):
-        for metric, buckets in jobs.items():
-            if metric not in batch:
-                continue
-            group, values = batch[metric]
-            if values.size == 0:
-                continue
-            keys = order_keys(values)
-            top = keys >> np.uint64(64 - TOP_BITS)
-            wanted_tops = np.unique(
-                np.fromiter((p >> (b - TOP_BITS) for p, b in buckets), dtype=np.uint64)
-            )
-            near = np.isin(top, wanted_tops)
-            keys, group = keys[near], group[near]
-            for bucket in buckets:
-                prefix, bits = bucket
-                inside = (keys >> np.uint64(64 - bits)) == np.uint64(prefix)
-                if not inside.any():
-                    continue
-                if (metric, bucket) in collect:
-                    collected[metric][bucket].append((keys[inside], group[inside]))
-                else:
-                    g, step = groups[metric], _step(bits)
-                    shifted = keys[inside] >> np.uint64(64 - bits - step)
-                    digit = (shifted & np.uint64((1 << step) - 1)).astype(np.int64)
-                    index = group[inside] * (1 << step) + digit
-                    counts = np.bincount(index, minlength=g << step).reshape(g, 1 << step)
-                    previous = split[metric].get(bucket)
-                    split[metric][bucket] = counts if previous is None else previous + counts
+        for metric, metric_levels in levels.items():
+            if metric in batch and batch[metric][1].size:
+                group, values = batch[metric]
+                keys = order_keys(values)
+                for level in metric_levels:
+                    level.add(keys, group)
+    collected: dict[str, dict[tuple[int, int], list[tuple[Keys, NDArray[np.int64]]]]] = {}
+    split: dict[str, dict[tuple[int, int], NDArray[np.int64]]] = {}
+    for metric, metric_levels in levels.items():
+        collected[metric], split[metric] = {}, {}
+        for level in metric_levels:
+            level.results(collected[metric], split[metric])
     remaining: dict[str, list[_Target]] = {}
     for metric, buckets in jobs.items():
         g = groups[metric]
         for bucket, mine in buckets.items():
             if (metric, bucket) in collect:
-                _select(collected[metric][bucket], mine, g, out[metric])
+                _select(collected[metric].get(bucket, []), mine, g, out[metric])
                 continue
             step = _step(bucket[1])
             counts = split[metric].get(bucket, np.zeros((g, 1 << step), dtype=np.int64))
@@ -242,6 +223,70 @@ def _narrow(
                             bits + step, int(everyone[digit]))
                 )  # fmt: skip
     return remaining
+
+
+class _Level:
+    """The wanted buckets of one metric that share a prefix length: in one scan, the values of
+    the collected ones are kept and the others are counted by their next bits."""
+
+    def __init__(self, bits: int, buckets: list[tuple[int, int]], collect: list[bool],
+                 groups: int) -> None:  # fmt: skip
+        order = sorted(range(len(buckets)), key=lambda i: buckets[i][0])
+        self.bits = bits
+        self.buckets = [buckets[i] for i in order]
+        self.prefixes = np.array([b[0] for b in self.buckets], dtype=np.uint64)
+        self.collect = np.array([collect[i] for i in order], dtype=bool)
+        slots = np.cumsum(~self.collect) - 1
+        self.slot = np.where(self.collect, -1, slots).astype(np.int64)
+        self.splits = int((~self.collect).sum())
+        self.groups = groups
+        self.step = _step(bits)
+        self.kept: list[tuple[Keys, NDArray[np.int64], NDArray[np.int64]]] = []
+        self.counts = np.zeros(self.splits * groups << self.step, dtype=np.int64)
+
+    def add(self, keys: Keys, group: NDArray[np.int64]) -> None:
+        prefix = keys >> np.uint64(64 - self.bits)
+        index = np.minimum(np.searchsorted(self.prefixes, prefix), self.prefixes.size - 1)
+        hit = self.prefixes[index] == prefix
+        if not hit.any():
+            return
+        keys, group, index = keys[hit], group[hit], index[hit]
+        kept = self.collect[index]
+        if kept.any():
+            self.kept.append((keys[kept], group[kept], index[kept]))
+        if self.splits and not kept.all():
+            rest = ~kept
+            shifted = keys[rest] >> np.uint64(64 - self.bits - self.step)
+            digit = (shifted & np.uint64((1 << self.step) - 1)).astype(np.int64)
+            cell = (self.slot[index[rest]] * self.groups + group[rest]) << self.step
+            self.counts += np.bincount(cell + digit, minlength=self.counts.size)
+
+    def results(self, collected: dict[tuple[int, int], list[tuple[Keys, NDArray[np.int64]]]],
+                split: dict[tuple[int, int], NDArray[np.int64]]) -> None:  # fmt: skip
+        if self.kept:
+            keys = np.concatenate([k for k, _, _ in self.kept])
+            group = np.concatenate([g for _, g, _ in self.kept])
+            index = np.concatenate([i for _, _, i in self.kept])
+            order = np.argsort(index, kind="stable")
+            keys, group, index = keys[order], group[order], index[order]
+            bounds = np.searchsorted(index, np.arange(len(self.buckets) + 1))
+            for i, bucket in enumerate(self.buckets):
+                if self.collect[i]:
+                    lo, hi = bounds[i], bounds[i + 1]
+                    collected[bucket] = [(keys[lo:hi], group[lo:hi])]
+        counts = self.counts.reshape(self.splits, self.groups, 1 << self.step)
+        for i, bucket in enumerate(self.buckets):
+            if not self.collect[i]:
+                split[bucket] = counts[self.slot[i]]
+
+
+def _levels(metric: str, buckets: Mapping[tuple[int, int], list[_Target]],
+            collect: set[tuple[str, tuple[int, int]]], groups: int) -> list[_Level]:  # fmt: skip
+    by_bits: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for bucket in buckets:
+        by_bits[bucket[1]].append(bucket)
+    return [_Level(bits, mine, [(metric, b) in collect for b in mine], groups)
+            for bits, mine in sorted(by_bits.items())]  # fmt: skip
 
 
 def _step(bits: int) -> int:
