@@ -63,7 +63,7 @@ def gather(
     comparison: Comparison | None,
     advice: Advice | None = None,
 ) -> Overview:
-    """Load the finished runs' digests (one streamed pass over each ``requests.jsonl``), the
+    """Load the finished runs' digests (one pass over each run's records), the
     recommendations (unless given) and ``study.json`` when there is one."""
     notes: list[str] = []
     runs: list[LabelledRun] = []

@@ -1,7 +1,7 @@
 """An experiment directory's reports, rebuilt from what exists.
 
 ``ramplab report EXPERIMENT_DIR`` rebuilds every run's ``report.md``/``report.html`` (its
-``summary.json`` first, from ``requests.jsonl``, when the run was killed before writing one),
+``summary.json`` first, from the records, when the run was killed before writing one),
 then ``conclude``: the comparison of the finished runs with the campaign's baseline and
 ``fail_if`` conditions and each variant's recommendations (``comparison.json``/``.md``), the
 study when the campaign names one (``study.json``/``.md``), and the experiment's own report

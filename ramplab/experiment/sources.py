@@ -1,6 +1,6 @@
 """What ``ramplab compare`` compares: run directories and experiment directories, as groups.
 
-A run directory (``summary.json``, or ``requests.jsonl`` to rebuild it from) is a group of one
+A run directory (``summary.json``, or records to rebuild it from) is a group of one
 run named after the directory; an experiment directory (``experiment.json``) expands to its
 variants, in the order the campaign declares them, each grouping its finished repeats. Names
 that two arguments share are prefixed with their directory's name.
@@ -24,7 +24,7 @@ ARGUMENT = "RUN_OR_EXPERIMENT"
 
 
 def read_summary(run_dir: Path) -> dict[str, Any]:
-    """A run's ``summary.json`` as its JSON form (rebuilt from ``requests.jsonl`` when missing):
+    """A run's ``summary.json`` as its JSON form (rebuilt from the records when missing):
     the one place the experiment layer reads a summary. The comparison addresses figures by
     their summary paths (``ttft_ms.p99``, ``steps[2].goodput_qps``), as gates do."""
     return load_summary(run_dir).to_json()

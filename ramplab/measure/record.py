@@ -1,4 +1,4 @@
-"""The per-request record: one line of ``requests.jsonl`` per attempt chain.
+"""The per-request record: one row of the run's records per attempt chain (docs/records.md).
 
 Times are in milliseconds unless the name says otherwise; ``*_start`` fields are Unix epoch
 seconds (wall clock, so workers' records can be merged), every duration is measured on the

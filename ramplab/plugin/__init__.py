@@ -19,7 +19,7 @@ share against absolute due times, handing each arrival to a free user or countin
     master.py        plan, re-split on membership changes, user sizing, summary
     worker.py        a worker's pacer, its progress reports
     dispatch.py      the hand-off of arrivals to idle users on one worker
-    forwarder.py     records from the workers to the master's ``requests.jsonl``
+    forwarder.py     records from the workers to the master's journal
     exporters.py     what a process serves on ``/metrics``, polled from the engines
     progress.py      the master's progress file for the CLI
     role.py          local, master or worker: what a process does in a run

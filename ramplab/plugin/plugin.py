@@ -33,10 +33,10 @@ close the writer; export the spans still batched (``--otlp-endpoint``).
 The summary is written once per run. A headless run ends at ``quitting``: a headless master's
 ``test_stop`` fires before the workers' last batches and progress reports arrive (Locust's
 ``quit()`` stops the master first, then tells the workers), so that is the one point where
-``requests.jsonl`` is complete; the gates are evaluated on that summary. In the web UI a run ends
+the records are complete; the gates are evaluated on that summary. In the web UI a run ends
 when the user presses stop (the process stays up, and Locust's master waits for its workers to
 stop before firing ``test_stop``): the summary and gates are written then, for everything
-recorded so far — a restarted test appends to the same ``requests.jsonl``, and its stop rewrites
+recorded so far — a restarted test appends to the same journal, and its stop rewrites
 the summary; ``quitting`` writes it again only when records arrived after the last stop.
 """
 

@@ -2,7 +2,7 @@
 
 With ``--ramplab-progress-file PATH`` the master (or a local runner) rewrites ``PATH`` atomically
 with the plan's start, the users, the live workers and the per-stage dispatched/dropped counts the
-workers report — the figures a user watching the run wants and that ``requests.jsonl`` cannot give
+workers report — the figures a user watching the run wants and that the records cannot give
 (a dropped arrival has no record). Workers ignore the option. ``ramplab.runs.progress`` reads the
 file without importing Locust.
 """

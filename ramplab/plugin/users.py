@@ -30,7 +30,7 @@ class LLMStreamUser(User):
     """Sends OpenAI chat completions to ``--host`` and records each one.
 
     The one entry point is :meth:`run_request`: one request (its whole attempt chain through
-    ``retry_policy``), recorded in ``requests.jsonl`` and the exact histograms, and fired as Locust
+    ``retry_policy``), recorded in the run's records and the exact histograms, and fired as Locust
     events (request type ``"SSE"``: the request itself under the endpoint path, plus ``ttft`` and
     ``ttlt``). The default task calls it with ``intended_start=None`` (now: a closed loop); an
     open-loop pacer calls it on a free user with the time the schedule wanted the request sent,
@@ -126,7 +126,7 @@ class LLMStreamUser(User):
             if cut is not None:
                 # Not fired as a Locust failure: Locust's own stats count the requests that
                 # ended, and ``-t`` cutting a plain run's users is by design (it would make
-                # every timed run exit 1). The record tells the truth in requests.jsonl.
+                # every timed run exit 1). The record tells the truth.
                 self._record(cut, fire=False)
             raise
         self._record(record)

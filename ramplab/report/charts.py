@@ -13,7 +13,7 @@ experiment's comparison::
 Per-step charts put the offered load on the x-axis (``offered.offered_load``: the step's target
 QPS; users for a closed loop), never the step number, so runs with different ramps line up.
 Data comes from each run's ``RunSummary`` (percentiles, rates, counts) and its ``RunDigest``
-(distributions, phases, retries: ``digest.py``, one streamed pass over ``requests.jsonl``).
+(distributions, phases, retries: ``digest.py``, one pass over the records, a batch at a time).
 One run: colours tell percentiles apart; several runs: colours tell runs apart and the dash
 tells the percentile. Nothing is drawn that was not measured: a missing value is a gap.
 """
@@ -85,7 +85,7 @@ class LabelledRun:
         colour: str | None = None,
     ) -> LabelledRun:
         """From a run directory: ``summary.json`` (or the one given) and one streamed pass over
-        ``requests.jsonl``. ``colour`` lets runs share one (an experiment's repeats of a
+        records. ``colour`` lets runs share one (an experiment's repeats of a
         variant)."""
         if summary is None:
             summary = RunDir(run_dir).read_summary()

@@ -1,13 +1,13 @@
 """The report of a run directory: the per-step table, ``report.md``, ``report.html`` and
 ``recommendations.json`` beside the results (``ramplab report RUN_DIR`` rebuilds them all).
 
-``write_report`` reads ``requests.jsonl`` once, as a stream (``digest.py``), for what the
+``write_report`` reads the records once, a batch at a time (``digest.py``), for what the
 summary does not hold (distributions, phases, retries); the recommendation rules
 (``recommend.py``) run on the summary and that digest; ``mdreport`` and ``htmlreport`` render
 the same tables (``tables.py``), the HTML adding the plotly charts (``charts.py``).
 
 The source is ``summary.json`` as the master wrote it, or as ``ramplab.runs.rebuild`` rebuilt
-it from ``requests.jsonl`` and the campaign saved in the run directory.
+it from the records and the campaign saved in the run directory.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def print_steps(summary: RunSummary, console: Console, title: str = "per-step su
 def write_report(run_dir: Path, summary: RunSummary, gates: Sequence[GateVerdict] = ()) -> Path:
     """``report.md`` (facts, recommendations, tables), ``report.html`` (the same with charts,
     one self-contained file) and ``recommendations.json``, from ``summary`` and one streamed
-    pass over ``requests.jsonl``. Returns the Markdown file's path."""
+    pass over the records. Returns the Markdown file's path."""
     meta = RunMeta.read(run_dir)
     run = LabelledRun.load(run_dir, run_dir.name, summary)
     recommendations = recommend(summary, run.digest)

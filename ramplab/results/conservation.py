@@ -51,7 +51,7 @@ def incomplete_reasons(
         where = f" at {stopped_at_s:.1f} s" if stopped_at_s is not None else ""
         reasons.append(
             f"the master ended without writing its summary{where} (a crash, or a write that "
-            "failed): rebuilt from requests.jsonl, cut at its last record"
+            "failed): rebuilt from its records, cut at the last one"
         )
     elif stopped_at_s is not None:
         reasons.append(f"the run was stopped at {stopped_at_s:.1f} s, before its schedule ended")

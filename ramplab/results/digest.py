@@ -1,9 +1,9 @@
-"""What the report needs from ``requests.jsonl`` beyond the summary, in one streamed pass.
+"""What the report needs from the records beyond the summary, in one pass, a batch at a time.
 
 The summary holds percentiles; the charts and the recommendations also need distributions (the
 TTFT and ITL CDFs), per-request phase vectors (the phase breakdown), what triggered each retry,
-and per-stream rates. ``digest_records`` reads the file line by line — never a list of every
-record — and keeps, per step, only those values as numpy arrays.
+and per-stream rates. ``read_digest`` reads only the columns it needs, a batch at a time — never
+a record object — and keeps, per step, only those values as numpy arrays.
 
 A record counts in a step exactly when it counts in the summary: the stage in ``record.step``
 (else the one holding its intended start) and an intended start inside the stage's measured

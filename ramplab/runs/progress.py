@@ -2,7 +2,7 @@
 
 ``progress.json`` (written by the master, see ``reporter.py``) gives what only the engine knows:
 the plan's start, users, live workers, dispatched and dropped arrivals per stage (measured
-windows). ``requests.jsonl`` gives the rest as it grows: sent requests and errors per stage. The
+windows). The records' journal gives the rest as it grows: sent requests and errors per stage. The
 file is read incrementally, complete lines only, so a poll costs only what was appended.
 
 The figures are live and approximate (records arrive up to a second late, after the stream ends

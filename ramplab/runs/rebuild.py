@@ -1,7 +1,7 @@
 """A run's summary read back, or rebuilt when the master could not write it.
 
 When ``summary.json`` is missing (a run killed before the master wrote it, an interrupted run)
-the summary is rebuilt from ``requests.jsonl`` by the same producer the master uses
+the summary is rebuilt from the records by the same producer the master uses
 (``ramplab.results.producer``), with the facts saved in the run directory: the campaign (shape,
 mode, arrivals, seed, retry, SLO) and ``progress.json`` (plan start, the workers' dispatched and
 dropped counts and self-check at the last snapshot). Only what the master alone knew — which

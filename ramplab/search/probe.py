@@ -5,7 +5,7 @@ Locust master and workers pointed at it: the master's shape is the probe's (warm
 ``windows`` equal stages) and a Locust master runs exactly one shape, so it cannot be reused,
 but the target — the slow part to start, and the thing being measured — is never restarted
 and never sees settings change within a search. Each probe leaves the same files as
-``ramplab run`` (``campaign.yaml``, ``requests.jsonl``, ``summary.json``, ``report.*``,
+``ramplab run`` (``campaign.yaml``, ``requests.parquet``, ``summary.json``, ``report.*``,
 ``run.json``, ``logs/``), so ``ramplab report`` and ``compare`` read it like any run.
 
 While the probe runs, its workers' CPU is sampled (``cpu.py``) and the live watch

@@ -1,7 +1,7 @@
 """The live watch of a running probe: stop it as soon as it cannot pass.
 
 Read while the probe runs (the master's ``progress.json`` and the records appended to
-``requests.jsonl``, complete lines only), two rules end a hopeless probe at once instead of
+the journal, whole batches only), two rules end a hopeless probe at once instead of
 sitting through its hold:
 
 - **misses** — requests of the measured windows that missed an SLO (or failed), plus the

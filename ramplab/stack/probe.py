@@ -15,7 +15,7 @@ Before the ramp (and by ``ramplab validate --probe``), in this order:
    (exit 4) — either way with the status and the server's own message.
 
 The ramp's workers would hit each of these on every request; failing here keeps the server's
-words on the terminal instead of in a worker log or ``requests.jsonl``.
+words on the terminal instead of in a worker log or the records.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The exit code follows ``ramplab.exitcodes``: 0 done and every gate passed, 2 bad
 campaign, a gate, a setting the target or Locust refused), 3 a gate missed, 4 the run failed
 (a process did not come up or died, the master timed out or wrote no records), 130 interrupted
 — in every case after the processes are stopped and whatever was measured is kept: the
-``summary.json`` is rebuilt from ``requests.jsonl`` when the master could not write it.
+``summary.json`` is rebuilt from the records when the master could not write it.
 """
 
 from __future__ import annotations
@@ -548,10 +548,10 @@ def _summary(
         how = "interrupted" if outcome.interrupted else "stopped"
         title += f" ({how} after {summary.stopped_at_s:.1f} s)"
     if outcome.interrupted:  # interrupted_summary wrote it
-        console.print("[yellow]summary.json rebuilt from requests.jsonl over what ran[/]")
+        console.print("[yellow]summary.json rebuilt from the records over what ran[/]")
     elif summary.rebuilt:  # the master wrote none (killed mid-run: cut at its last record)
         summary.write(RunDir(run_dir).summary)
-        console.print("[yellow]summary.json rebuilt from requests.jsonl[/]")
+        console.print("[yellow]summary.json rebuilt from the records[/]")
     if gates and not summary.gates:
         # A locustfile without the ramp engine does not know the gates: they are judged here.
         summary = summary.model_copy(update={"gates": evaluate_gates(gates, summary.to_json())})

@@ -1,7 +1,7 @@
 """One cell of the retries study (a fault scenario × a retry policy): measured, and predicted.
 
 The measurement is the run's ``summary.json`` (goodput, success ratio, retry amplification,
-``outage.recovery_s``) and a pass over its ``requests.jsonl`` for what the model needs as input
+``outage.recovery_s``) and a pass over its records for what the model needs as input
 or as explanation: the first-token time of an untroubled request, the duration of a refused
 attempt, the slot time the target reports (``server_timing_ms`` prefill + decode), and the
 fault ratio met by first attempts and by retries separately.
