@@ -14,6 +14,7 @@ an atomic rename, so a kill at any moment leaves either the old pair or the new 
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +37,9 @@ from ramplab.records.schema import (
 __all__ = ["JSONL_BATCH", "ROW_GROUP", "RecordFiles", "parquet_writer", "scan_jsonl"]
 
 ROW_GROUP = 65_536
+# In a Parquet file that took in a journal: that journal's identity. A kill between the Parquet
+# file's rename and the journal's deletion leaves both; the journal is then known as folded.
+FOLDED_KEY = b"ramplab.folded_journal"
 JSONL_BATCH = 8_192  # records per batch read from a JSON Lines file
 # Records per batch read from Parquet: a batch of 16-token streams carries 15 gaps a record, and
 # what a scan derives from one batch lives until the next (16 k records: ~30 MB).
@@ -47,11 +51,15 @@ SCAN_BATCH = 16_384
 _FLOATS = [f.name for f in SCHEMA if pa.types.is_floating(f.type)] + ["itl_ms.list.element"]
 
 
-def parquet_writer(path: Path) -> pq.ParquetWriter:
-    """A writer of the records' Parquet file (``write_table`` one row group at a time)."""
+def parquet_writer(path: Path, folded: str | None = None) -> pq.ParquetWriter:
+    """A writer of the records' Parquet file (``write_table`` one row group at a time);
+    ``folded`` names the journal it takes in (``journal_identity``)."""
+    schema = SCHEMA
+    if folded is not None:
+        schema = SCHEMA.with_metadata({**(SCHEMA.metadata or {}), FOLDED_KEY: folded.encode()})
     return pq.ParquetWriter(
         path,
-        SCHEMA,
+        schema,
         compression="zstd",
         use_dictionary=[f.name for f in SCHEMA if pa.types.is_string(f.type)],
         use_byte_stream_split=_FLOATS,
@@ -71,6 +79,15 @@ def scan_jsonl(path: Path) -> Iterator[RequestRecord | None]:
                 yield record_from_dict(orjson.loads(line))
             except (ValueError, TypeError, AttributeError):
                 yield None
+
+
+def journal_identity(path: Path) -> str:
+    """``size:sha256`` of a journal: which one a Parquet file folded in."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return f"{path.stat().st_size}:{digest.hexdigest()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +123,7 @@ class RecordFiles:
                 parquet = pq.ParquetFile(self.parquet, pre_buffer=False)
                 check_schema(parquet.schema_arrow, self.parquet)
                 yield from parquet.iter_batches(batch_size=SCAN_BATCH, columns=columns)
-            if self.journal.is_file():
+            if self._journal_pending():
                 for batch in read_journal(self.journal):
                     yield batch.select(columns) if columns is not None else batch
             return
@@ -145,18 +162,29 @@ class RecordFiles:
         if not self.columnar:
             return sum(1 for r in scan_jsonl(self.jsonl) if r is not None) if self.exist() else 0
         total = pq.ParquetFile(self.parquet).metadata.num_rows if self.parquet.is_file() else 0
-        if self.journal.is_file():
+        if self._journal_pending():
             total += sum(batch.num_rows for batch in read_journal(self.journal))
         return total
+
+    def _journal_pending(self) -> bool:
+        """A journal whose records are not in the Parquet file yet (one that is, left by a kill
+        mid-``finalize``, is not read again)."""
+        if not self.journal.is_file():
+            return False
+        if not self.parquet.is_file():
+            return True
+        folded = (pq.read_schema(self.parquet).metadata or {}).get(FOLDED_KEY)
+        return folded is None or folded.decode() != journal_identity(self.journal)
 
     def finalize(self) -> None:
         """Fold the journal into the Parquet file (a no-op without a journal). Batches are
         copied one at a time: memory does not grow with the number of records."""
-        if not self.journal.is_file():
+        if not self._journal_pending():
+            self.journal.unlink(missing_ok=True)  # none, or one already folded in
             return
         tmp = self.parquet.with_name(self.parquet.name + ".tmp")
         try:
-            with parquet_writer(tmp) as writer:
+            with parquet_writer(tmp, journal_identity(self.journal)) as writer:
                 pending: list[pa.RecordBatch] = []
                 rows = 0
                 for batch in self.batches():
