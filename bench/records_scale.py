@@ -4,7 +4,8 @@ The records are real ones, multiplied: a short real run (``ramplab run --rates 2
 streams, against the local reference target) gives ~1,000 records; a synthetic run directory of
 N records is built from them — each synthetic record a real one with a new id, a place in a
 ten-step ramp (step, arrival, intended start spread over the step's window) and its latencies
-and gaps jittered by ±0.1 % so that no two are equal. Each figure is measured in a fresh
+and gaps moved by up to ±20 µs, in the 2^-22 s steps their clocks resolve, so that no two
+are equal. Each figure is measured in a fresh
 process (CPU = user + system, peak RSS = the child's maximum resident set):
 
 - ``summary``: ``rebuild_summary`` of the run directory (what the master and ``ramplab
@@ -34,6 +35,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from numpy.typing import NDArray
 
 from ramplab.records.files import ROW_GROUP, parquet_writer
 from ramplab.records.journal import JournalTail
@@ -46,8 +48,9 @@ BASELINE_SIZES = (10_000, 100_000)
 REPORT_SIZES = (10_000, 100_000, 1_000_000)
 DUCKDB_SIZES = (1_000_000, 10_000_000)
 RATES = [100 * (i + 1) for i in range(10)]  # the synthetic ramp's steps
-JITTERED = ("ttft_ms", "ttft_send_ms", "ttlt_ms", "ttlt_send_ms", "tpot_ms", "total_ms",
-            "answer_ttft_ms", "ttfb_ms")  # fmt: skip
+# Every measured time is moved a little (see ``jitter``): only the schedule's own are exact.
+JITTERED = [f.name for f in SCHEMA if pa.types.is_floating(f.type)
+            and f.name not in ("intended_start", "actual_start", "target_qps")]  # fmt: skip
 
 SUMMARY = """
 import sys
@@ -168,26 +171,36 @@ def synthetic(real: pa.Table, n: int, out: Path, *, jsonl: bool) -> None:
         for at in range(0, n, ROW_GROUP):
             size = min(ROW_GROUP, n - at)
             chunk = real.take(pa.array(rng.integers(0, real.num_rows, size)))
-            chunk = chunk.set_column(
-                chunk.schema.get_field_index("request_id"),
-                "request_id",
-                pa.array([os.urandom(16).hex() for _ in range(size)]),
-            )
+            # What is unique to a request in a real run is unique here too: its ids, its port,
+            # its send time.
+            lateness = chunk.column("lateness_ms").to_numpy(zero_copy_only=False)
             for name, values in (
+                ("request_id", [os.urandom(16).hex() for _ in range(size)]),
+                ("completion_id", [f"chatcmpl-{os.urandom(12).hex()}" for _ in range(size)]),
+                ("local_port", rng.integers(32768, 61000, size).astype(np.int32)),
                 ("step", steps[at : at + size].astype(np.int32)),
                 ("arrival", np.arange(at, at + size)),
                 ("intended_start", intended[at : at + size]),
+                ("actual_start", intended[at : at + size] + lateness / 1e3),
             ):
                 index = chunk.schema.get_field_index(name)
                 chunk = chunk.set_column(index, name, pa.array(values, SCHEMA.field(name).type))
             for name in JITTERED:
                 index = chunk.schema.get_field_index(name)
-                factor = pa.array(1 + rng.uniform(-1e-3, 1e-3, size))
-                chunk = chunk.set_column(index, name, pc.multiply(chunk.column(name), factor))
+                column = chunk.column(name).combine_chunks()
+                moved = jitter(column.fill_null(0.0).to_numpy(zero_copy_only=False), rng)
+                missing = column.is_null().to_numpy(zero_copy_only=False)
+                chunk = chunk.set_column(index, name, pa.array(moved, mask=missing))
             itl = chunk.column("itl_ms").combine_chunks()
-            gaps = itl.values.to_numpy() * (1 + rng.uniform(-1e-3, 1e-3, len(itl.values)))
+            gaps = jitter(itl.values.to_numpy(), rng)
             jittered = pa.ListArray.from_arrays(itl.offsets, pa.array(gaps), mask=itl.is_null())
             chunk = chunk.set_column(chunk.schema.get_field_index("itl_ms"), "itl_ms", jittered)
+            for name in ("phases_ms", "server_timing_ms"):
+                phases = chunk.column(name).combine_chunks()
+                items = jitter(phases.items.to_numpy(zero_copy_only=False), rng)
+                moved = pa.MapArray.from_arrays(phases.offsets, phases.keys, pa.array(items),
+                                                mask=phases.is_null())  # fmt: skip
+                chunk = chunk.set_column(chunk.schema.get_field_index(name), name, moved)
             chunk = chunk.cast(SCHEMA)
             writer.write_table(chunk)
             if jsonl_file is not None:
@@ -267,6 +280,14 @@ def live_master(workdir: Path, workers: int, qps: int = 100, seconds: int = 40) 
         proc.wait(timeout=300)
     (t0, cpu0, rss0, n0), (t1, cpu1, rss1, n1) = samples[0], samples[-1]
     return Live(workers, qps, n1 - n0, t1 - t0, cpu1 - cpu0, rss0, rss1)
+
+
+def jitter(ms: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+    """Each value moved by up to ±20 µs in steps of 2^-22 s: the resolution of the differences
+    of two epoch floats, which the real records' times are (a relative jitter would fill every
+    mantissa bit and compress worse than real records do)."""
+    ticks = np.round(ms / 1e3 * 2**22) + rng.integers(-84, 85, ms.size)
+    return np.maximum(ticks, 0.0) * 1e3 / 2**22
 
 
 def _row(label: str, n: int, cost: Cost, baseline: Cost | None = None) -> str:
