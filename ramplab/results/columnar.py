@@ -291,8 +291,9 @@ class _Scanner:
             in_third = sent & (third >= 0)
             lateness = np_of(batch.column("lateness_ms"), 0.0, np.float64)
             out["lateness_thirds"] = (third[in_third], lateness[in_third])
-        if needed.intersection(GAP_METRICS):
-            out.update(self._gaps(batch, group, ok))
+        gaps = needed.intersection(GAP_METRICS)
+        if gaps:
+            out.update(self._gaps(batch, group, ok, gaps))
         if count:
             self._count(batch, group, ok, sent, attempts)
         return out
@@ -304,9 +305,13 @@ class _Scanner:
 
     @staticmethod
     def _gaps(
-        batch: pa.RecordBatch, group: NDArray[np.int64], ok: NDArray[np.bool_]
+        batch: pa.RecordBatch,
+        group: NDArray[np.int64],
+        ok: NDArray[np.bool_],
+        wanted: frozenset[str] = frozenset(GAP_METRICS),
     ) -> dict[str, Values]:
-        """ITL (coalesced gaps left out), and the reasoning and answer phases' gaps."""
+        """ITL (coalesced gaps left out), and the reasoning and answer phases' gaps (those of
+        them ``wanted``: flattening the gaps is the scan's largest cost)."""
         coalesced = pc.list_value_length(batch.column("coalesced_events")).fill_null(0)
         reasoning = np_of(batch.column("reasoning_events"), 0, np.int64)
         has_coalesced = ok & (np.asarray(coalesced.to_numpy(zero_copy_only=False)) > 0)
@@ -314,10 +319,13 @@ class _Scanner:
         plain_itl = ok & ~has_coalesced
         plain_answer = ok & ~has_reasoning
         itl = batch.column("itl_ms")
+        nothing = (np.empty(0, np.int64), np.empty(0, np.float64))
         out = {
-            "itl_ms": _flatten(itl, group, plain_itl),
-            "answer_itl_ms": _flatten(itl, group, plain_answer),
-            "reasoning_itl_ms": (np.empty(0, np.int64), np.empty(0, np.float64)),
+            "itl_ms": _flatten(itl, group, plain_itl) if "itl_ms" in wanted else nothing,
+            "answer_itl_ms": (
+                _flatten(itl, group, plain_answer) if "answer_itl_ms" in wanted else nothing
+            ),
+            "reasoning_itl_ms": nothing,
         }
         special = has_coalesced | has_reasoning
         if special.any():
@@ -341,7 +349,7 @@ class _Scanner:
                         extra[name][0].extend([owner] * len(values))
                         extra[name][1].extend(values)
             for name, (owners_, values_) in extra.items():
-                if values_:
+                if values_ and name in wanted:
                     g0, v0 = out[name]
                     out[name] = (
                         np.concatenate([g0, np.asarray(owners_, dtype=np.int64)]),
@@ -463,9 +471,20 @@ def scan_run(batches: Batches, grouping: Grouping, slo: RequestSlo) -> RunColumn
         for batch in batches(COLUMNS if first else columns_for(needed)):
             yield scanner.values(batch, needed, count=first)
 
-    metrics = dict.fromkeys((*OK_METRICS, *SENT_METRICS, *GAP_METRICS, "reasoning_tokens"), size)
+    reasoning, coalesced = _special_rows(batches)
+    # Without reasoning every gap is an answer gap, and without coalesced events too the answer
+    # gaps are the ITL's: one selection serves both (the largest metric, selected once).
+    gaps = ["itl_ms"]
+    if reasoning:
+        gaps += ["reasoning_itl_ms", "answer_itl_ms"]
+    elif coalesced:
+        gaps.append("answer_itl_ms")
+    metrics = dict.fromkeys((*OK_METRICS, *SENT_METRICS, *gaps, "reasoning_tokens"), size)
     metrics["lateness_thirds"] = 2 * size
     exact = exact_percentiles(scan, metrics)
+    empty = [Exact() for _ in range(size + 1)]
+    exact.setdefault("reasoning_itl_ms", empty)
+    exact.setdefault("answer_itl_ms", exact["itl_ms"])
     total = _Counts()
     for c in scanner.counts:
         total.add(c)
@@ -489,6 +508,18 @@ def scan_run(batches: Batches, grouping: Grouping, slo: RequestSlo) -> RunColumn
         session_records=scanner.sessions,
         stamp_error_max_ms=[*scanner.stamp_max, max(known) if known else None],
     )
+
+
+def _special_rows(batches: Batches) -> tuple[bool, bool]:
+    """Whether any successful record has reasoning events, and any has coalesced events."""
+    reasoning = coalesced = False
+    for batch in batches(["ok", "reasoning_events", "coalesced_events"]):
+        ok = np_of(batch.column("ok"), False, bool)
+        events = np_of(batch.column("reasoning_events"), 0, np.int64)
+        lengths = pc.list_value_length(batch.column("coalesced_events"))
+        reasoning = reasoning or bool((ok & (events > 0)).any())
+        coalesced = coalesced or bool((ok & (np_of(lengths, 0, np.int64) > 0)).any())
+    return reasoning, coalesced
 
 
 def in_memory(records: Sequence[RequestRecord]) -> Batches:
@@ -520,4 +551,4 @@ def outcomes(
 def measured_itl(batch: pa.RecordBatch, ok: NDArray[np.bool_]) -> NDArray[np.float64]:
     """The gaps the ITL figures pool (``RequestRecord.measured_itl``) of the ``ok`` rows."""
     rows = np.zeros(batch.num_rows, dtype=np.int64)
-    return _Scanner._gaps(batch, rows, ok)["itl_ms"][1]
+    return _Scanner._gaps(batch, rows, ok, frozenset(["itl_ms"]))["itl_ms"][1]
