@@ -1,5 +1,6 @@
 """Storage faults: a results disk that fills up (before, during and after a run), a corrupt line
-in ``requests.jsonl``, a master killed mid-run — each a real ``ramplab`` process on loopback.
+in an old run's ``requests.jsonl``, a master killed mid-run — each a real ``ramplab`` process on
+loopback.
 
 A full disk is a tmpfs mounted under the test's directory, sized so the records fill it (or filled
 up beforehand); mounting needs root, so without it those tests are skipped.
@@ -19,10 +20,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+import pyarrow as pa
 import pytest
+from pyarrow import ipc
 
+from ramplab.records.files import RecordFiles
+from ramplab.records.journal import HEADER
 from tests.support.cli import RAMPLAB, ramplab
 from tests.support.processes import REPO, Process, poll_until
+from tests.support.records import run_records
 from tests.support.tiny_server import Reply, TinyServer, chunk, usage
 
 pytestmark = pytest.mark.slow
@@ -95,9 +102,23 @@ def the_run(results: Path) -> Path:
 
 
 def records(run_dir: Path) -> list[dict[str, Any]]:
-    text = (run_dir / "requests.jsonl").read_text()
-    assert not text or text.endswith("\n"), "a torn last line"
-    return [json.loads(line) for line in text.splitlines()]
+    return run_records(run_dir)
+
+
+def whole_messages(journal: Path) -> int:
+    """The batches of a journal that ends exactly after its last message (fails on torn bytes)."""
+    data = journal.read_bytes()
+    stream = pa.BufferReader(data[len(HEADER) :])
+    reader = ipc.MessageReader.open_stream(stream)
+    batches = 0
+    while True:
+        try:
+            reader.read_next_message()
+        except StopIteration:
+            break
+        batches += 1
+    assert len(HEADER) + stream.tell() == len(data), "torn bytes after the last whole message"
+    return batches
 
 
 def assert_failed_on_storage(done: subprocess.CompletedProcess[str], path: Path) -> None:
@@ -112,10 +133,15 @@ def test_a_disk_the_records_fill_stops_the_load_and_exits_4(tmp_path: Path) -> N
         done = ramplab(["run", str(campaign(tmp_path, "40", 12)), "--target", server.url,
                         "--results-dir", str(disk)])  # fmt: skip
         run_dir = the_run(disk)
-        assert_failed_on_storage(done, run_dir / "requests.jsonl")
-        kept = records(run_dir)  # what was written is kept, whole lines only
+        files = RecordFiles.in_dir(run_dir)
+        assert_failed_on_storage(done, files.journal)
+        # What was written is kept, whole messages only: the failed write's part is cut. The
+        # Parquet file may or may not have fit in the room left; the journal stays if not.
+        if files.journal.exists():
+            assert whole_messages(files.journal) > 0
+        kept = records(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
-        assert not (run_dir / "requests.jsonl.reserve").exists()
+        assert not (run_dir / "requests.arrows.reserve").exists()
     assert len(kept) > 100
     assert summary["stopped_at_s"] is not None
     assert summary["stopped_at_s"] < 12
@@ -157,23 +183,25 @@ def test_report_on_a_full_disk_exits_4_and_keeps_the_records(
         # What a rebuild reads (the report's page alone would not fit).
         shutil.copytree(finished_run, run_dir, ignore=shutil.ignore_patterns("report.*", "logs"))
         (run_dir / "summary.json").unlink()  # the report must rebuild (and write) it
-        before = (run_dir / "requests.jsonl").read_bytes()
+        before = (run_dir / "requests.parquet").read_bytes()
         fill(disk)
         done = ramplab(["report", str(run_dir)])
         assert_failed_on_storage(done, run_dir / "summary.json")
-        assert (run_dir / "requests.jsonl").read_bytes() == before
+        assert (run_dir / "requests.parquet").read_bytes() == before
         assert not (run_dir / "summary.json").exists()
         assert not list(run_dir.glob("*.tmp"))
 
 
-def test_report_skips_and_counts_a_corrupt_line_in_the_middle(
+def test_report_skips_and_counts_a_corrupt_line_in_an_old_runs_jsonl(
     tmp_path: Path, finished_run: Path
 ) -> None:
     run_dir = tmp_path / "run"
     shutil.copytree(finished_run, run_dir)
     original = json.loads((run_dir / "summary.json").read_text())
     (run_dir / "summary.json").unlink()
-    lines = (run_dir / "requests.jsonl").read_text().splitlines(keepends=True)
+    # The run as a version before 0.9 left it: its records as JSON Lines, no Parquet file.
+    lines = [orjson.dumps(row).decode() + "\n" for row in records(run_dir)]
+    (run_dir / "requests.parquet").unlink()
     lines.insert(len(lines) // 2, '{"request_id": "x", "worker": \n')
     (run_dir / "requests.jsonl").write_text("".join(lines))
     done = ramplab(["report", str(run_dir)])
@@ -227,7 +255,4 @@ def test_a_killed_masters_run_is_cut_at_its_last_record(tmp_path: Path) -> None:
 
 
 def _written(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "requests.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+    return records(run_dir)  # the journal while it runs: a torn last batch is not read
