@@ -25,8 +25,13 @@ import pyarrow as pa
 import pytest
 from pyarrow import ipc
 
+from ramplab.errors import StorageError
+from ramplab.measure.record import RequestRecord
 from ramplab.records.files import RecordFiles
 from ramplab.records.journal import HEADER
+from ramplab.records.schema import batch_of
+from ramplab.results.writer import reserve_of
+from ramplab.runs.rundir import RunDir
 from tests.support.cli import RAMPLAB, ramplab
 from tests.support.processes import REPO, Process, poll_until
 from tests.support.records import run_records
@@ -129,7 +134,9 @@ def assert_failed_on_storage(done: subprocess.CompletedProcess[str], path: Path)
 
 def test_a_disk_the_records_fill_stops_the_load_and_exits_4(tmp_path: Path) -> None:
     target = Target()
-    with TinyServer(target) as server, tmpfs(tmp_path / "disk", "600k") as disk:
+    # Room for the writer's 256 KiB ballast, the run's first files and a few seconds of the
+    # journal (~300 bytes a record), far less than the 12 s the campaign asks for.
+    with TinyServer(target) as server, tmpfs(tmp_path / "disk", "360k") as disk:
         done = ramplab(["run", str(campaign(tmp_path, "40", 12)), "--target", server.url,
                         "--results-dir", str(disk)])  # fmt: skip
         run_dir = the_run(disk)
@@ -150,6 +157,29 @@ def test_a_disk_the_records_fill_stops_the_load_and_exits_4(tmp_path: Path) -> N
     failed_at = summary["run_start"] + summary["stopped_at_s"]
     assert max(target.posts) < failed_at + 1.5, max(target.posts) - failed_at
     assert len(target.posts) < 40 * 13 * 0.8  # far fewer than the schedule's ~520
+
+
+def test_a_failed_write_cuts_the_journal_to_its_whole_messages(tmp_path: Path) -> None:
+    records = [RequestRecord(f"r{i}", "w", 1.0, 1.0, True, 200, None, itl_ms=[1.0] * 8)
+               for i in range(40)]  # fmt: skip
+    message = batch_of(records).serialize().to_pybytes()
+    with tmpfs(tmp_path / "disk", "128k") as disk:
+        writer = RunDir(disk / "run").open_writer(reserve_bytes=16 * 1024)
+        failures: list[StorageError] = []
+        writer.on_failure = failures.append
+        batches = 0
+        while writer.failure is None:
+            writer.write_batch(message, len(records))
+            batches += 1
+        writer.write_batch(message, len(records))  # refused: the writer failed already
+        writer.close()
+        journal = RunDir(disk / "run").records.journal
+        assert batches > 1
+        assert whole_messages(journal) == batches - 1  # the failed one's part is cut
+        assert RunDir(disk / "run").records.count() == writer.written == (batches - 1) * 40
+        assert writer.refused == 2 * 40
+        assert [str(f) for f in failures] == [str(writer.failure)]  # told once
+        assert not reserve_of(journal).exists()  # freed at the first failure
 
 
 def test_a_disk_full_at_the_start_exits_4_and_leaves_no_empty_campaign(tmp_path: Path) -> None:
