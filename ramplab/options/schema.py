@@ -209,7 +209,7 @@ OPTIONS: tuple[Option, ...] = (
             "session-affinity header carrying the session id ('': none)",
             campaign="workload.sessions.affinity_header", to_setting=_optional),
     # The run's results directory is the stack's to choose, not the campaign's.
-    _stream("--results-dir", kinds.TEXT, None, "write requests.jsonl and summary.json here",
+    _stream("--results-dir", kinds.TEXT, None, "write the records and summary.json here",
             to_setting=_path),
     _stream("--workload-seed", kinds.integer(), None, "seed of the synthetic prompt generator",
             setting="seed"),

@@ -113,7 +113,7 @@ def render_markdown(
             f"- interrupted after {summary.stopped_at_s:.1f} s: steps cover what ran before"
         )
     elif summary.rebuilt:
-        parts.append("- summary rebuilt from requests.jsonl (the run did not write one)")
+        parts.append("- summary rebuilt from the records (the run did not write one)")
     parts += [f"- **{line}**" for line in incomplete_lines(summary)]
     parts += ["", "## Recommendations", "", *recommendation_lines(recommendations)]
     columns = step_columns(summary)
@@ -148,8 +148,8 @@ def render_markdown(
                                         [list(row) for row in gate_rows(gates)]))  # fmt: skip
     parts += [
         "Definitions: docs/metrics.md. Latencies are exact percentiles of successful requests;",
-        "steps exclude their warm-up. `requests.jsonl` holds every request; `report.html` the",
-        "charts; `recommendations.json` the rules that fired.",
+        "steps exclude their warm-up. `requests.parquet` holds every request (docs/records.md);",
+        "`report.html` the charts; `recommendations.json` the rules that fired.",
         "",
     ]
     return "\n".join(parts)
