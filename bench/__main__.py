@@ -25,6 +25,7 @@ BENCHMARKS = [
     "tracing_overhead",
     "foreign_truth",
     "wire_accuracy",
+    "records_scale",
     "peers",
     "generator_load",
     "soak",

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import typer
 
-from ramplab.cli import attention, dataset, prompts, report, run, search
+from ramplab.cli import attention, dataset, export, prompts, report, run, search
 from ramplab.cli.console import line_buffered
 from ramplab.cli.container import container_app
 from ramplab.cli.invocation import Invocation
@@ -51,6 +51,7 @@ app.command()(run.run)
 app.command()(run.validate)
 app.command()(report.report)
 app.command()(report.compare)
+app.command()(export.export)
 app.command()(search.search)
 app.add_typer(prompts.prompts_app, name="prompts")
 app.command()(attention.attention)

@@ -64,7 +64,7 @@ def report(
             summary = load_summary(run_dir)
         if summary.rebuilt:
             RunDir(run_dir).write_summary(summary)
-            console.print("[yellow]summary.json rebuilt from requests.jsonl[/]")
+            console.print("[yellow]summary.json rebuilt from the records[/]")
         print_steps(summary, console)
         code = ExitCode.OK
         verdicts = summary.gates

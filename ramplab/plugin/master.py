@@ -14,7 +14,6 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Sequence
 from typing import Any
 
 import gevent
@@ -30,6 +29,7 @@ from ramplab.load.sizing import DEFAULT_MAX_LOSS, STALL_S, UserSizer
 from ramplab.measure.record import UNFINISHED, RequestRecord
 from ramplab.options.run import RunOptions
 from ramplab.plugin.clock_sync import ClockProbe
+from ramplab.records.files import RecordFiles
 from ramplab.results.producer import (
     EngineCounts,
     OutageFacts,
@@ -199,19 +199,27 @@ class MasterEngine:
         plan = self.plan
         if plan is None:
             return None
-        records = list(writer.files.records())
-        cut = self.unfinished_records(records)
-        for record in cut:
+        for record in self.unfinished_records(writer.files):
             writer.write(record)
-        return summarize([*records, *cut], self.facts(plan))
+        writer.flush()
+        return summarize(writer.files, self.facts(plan))
 
-    def unfinished_records(self, records: Sequence[RequestRecord]) -> list[RequestRecord]:
+    def unfinished_records(self, files: RecordFiles) -> list[RequestRecord]:
         """Records for the requests a worker had in flight when it stopped reporting (killed,
         or cut off from the master), from its last report's in-flight list: every one that has
         no record of its own. A worker that ended normally reports none in flight."""
         gone = set(self.progress) - set(self.live_workers())
-        arrivals = {r.arrival for r in records if r.arrival is not None}
-        starts = {(r.worker, r.intended_start) for r in records}
+        if not any(self.progress[worker].get("in_flight") for worker in gone):
+            return []
+        arrivals: set[int] = set()
+        starts: set[tuple[str, float]] = set()
+        for batch in files.batches(["arrival", "worker", "intended_start"]):
+            arrivals.update(a for a in batch.column("arrival").to_pylist() if a is not None)
+            columns = (
+                batch.column("worker").to_pylist(),
+                batch.column("intended_start").to_pylist(),
+            )
+            starts.update(zip(*columns, strict=True))
         cut: list[RequestRecord] = []
         for worker in sorted(gone):
             report = self.progress[worker]

@@ -69,7 +69,7 @@ from ramplab.plugin.connect import ConnectWatch
 from ramplab.plugin.context import Sink, UserContext
 from ramplab.plugin.default_args import cache_default_args
 from ramplab.plugin.exporters import Exporters, scenario_name
-from ramplab.plugin.forwarder import Forwarder, receive_into
+from ramplab.plugin.forwarder import FLUSH_S, Forwarder, receive_into
 from ramplab.plugin.master import MasterEngine
 from ramplab.plugin.progress import ProgressWriter
 from ramplab.plugin.role import Role
@@ -149,6 +149,8 @@ class RamplabPlugin:
                 raise UsageError("", f"--results-dir {where!r}: {exc.strerror}") from None
             if isinstance(runner, MasterRunner):
                 receive_into(runner, self.writer)
+            else:  # users in this process: their records are written the way a worker sends them
+                gevent.spawn(_flush_every, self.writer, FLUSH_S)
             self.writer.on_failure = self._on_storage_failure
         if run is not None:
             self._start_engines(run, settings.model)
@@ -254,13 +256,14 @@ class RamplabPlugin:
         master = self.master_engine
         summary: RunSummary | None = None
         if self.writer is not None:
+            self.writer.flush()
             if master is not None:
                 try:
                     summary = master.summary(self.writer)
                 except Exception:  # the records are safe on disk; a summary bug must not lose them
                     log.exception("computing the ramp summary failed")
             if summary is None:
-                summary = summarize(list(self.writer.files.records()), RunFacts())
+                summary = summarize(self.writer.files, RunFacts())
             failure = self.writer.failure
             if failure is not None:
                 reason = f"{failure}: {self.writer.refused} records could not be written"
@@ -305,6 +308,8 @@ class RamplabPlugin:
             self.forwarder.flush()
         if self.progress is not None:
             self.progress.finish()
+        if self.writer is not None:
+            self.writer.flush()
         if self.role.coordinates and not self._summary_is_current():
             self.summarize()
         if self.writer is not None:
@@ -319,6 +324,12 @@ class RamplabPlugin:
     def _on_quit(self, **_: Any) -> None:
         if self.exporters is not None:
             self.exporters.close()
+
+
+def _flush_every(writer: ResultsWriter, period_s: float) -> None:
+    while True:
+        gevent.sleep(period_s)
+        writer.flush()
 
 
 def _exit_code(master: MasterEngine, summary: RunSummary | None) -> ExitCode | None:

@@ -3,5 +3,6 @@ Parquet file it becomes, and the one reader of all three (old ``requests.jsonl``
 
 ``schema`` fixes the columns (versioned, ``docs/records.md``); ``journal`` appends and reads Arrow
 IPC batches; ``files`` finds a run's records in whatever form and folds the journal into Parquet;
-``query`` answers the summary's questions over them without loading them.
+``quantiles`` gives exact percentiles of any number of values in bounded memory; ``export``
+writes them for other tools (``ramplab export``).
 """

@@ -14,25 +14,28 @@ steps are used as they are.
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from ramplab.errors import ShapeError
 from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import RequestRecord
 from ramplab.records.files import RecordFiles
-from ramplab.results.steps import stage_of
+from ramplab.records.schema import batch_of
+from ramplab.results.columnar import COLUMNS, Grouping, measured_itl, np_of, valid
 from ramplab.results.summary import RunSummary
 
 __all__ = [
     "PHASE_COLUMNS",
     "RunDigest",
     "StepDigest",
+    "digest_batches",
     "digest_records",
     "iter_records",
     "read_digest",
@@ -52,12 +55,15 @@ SERVER_COLUMNS = ("auth", "ratelimit", "queue", "prefill", "decode", "sign_queue
                   "sign")  # fmt: skip
 PHASE_COLUMNS = ("ttlt", *CLIENT_COLUMNS, *SERVER_COLUMNS, "server_seen")
 _SIGNATURE = ("sign_queue", "lock_wait", "sign")
+DIGEST_COLUMNS = [*COLUMNS, "attempt_log", "output_tokens_source", "ttlt_send_ms", "phases_ms",
+                  "server_timing_ms"]  # fmt: skip
 
 
-def _array(values: Iterable[float]) -> Floats:
-    if isinstance(values, array):
-        return np.frombuffer(values, dtype=np.float64).copy()
-    return np.fromiter(values, dtype=np.float64)
+def _array(chunks: list[Floats]) -> Floats:
+    """The chunks joined; the list is emptied (its arrays freed) as it is."""
+    joined = np.concatenate(chunks) if chunks else np.empty(0)
+    chunks.clear()
+    return joined
 
 
 @dataclass
@@ -95,49 +101,77 @@ class RunDigest:
         return np.concatenate(arrays) if arrays else np.empty(0)
 
 
-def _doubles() -> array[float]:
-    return array("d")
-
-
 @dataclass
 class _Acc:
-    # C doubles, not lists of Python floats: a long run's ITL values are 8 bytes each, not 32.
-    ttft: array[float] = field(default_factory=_doubles)
-    ttft_send: array[float] = field(default_factory=_doubles)
-    itl: array[float] = field(default_factory=_doubles)
-    rate: array[float] = field(default_factory=_doubles)
-    lateness: array[float] = field(default_factory=_doubles)
-    phases: array[float] = field(default_factory=_doubles)  # rows of len(PHASE_COLUMNS)
+    # numpy chunks, one per batch: a long run's ITL values are 8 bytes each.
+    ttft: list[Floats] = field(default_factory=list)
+    ttft_send: list[Floats] = field(default_factory=list)
+    itl: list[Floats] = field(default_factory=list)
+    rate: list[Floats] = field(default_factory=list)
+    lateness: list[Floats] = field(default_factory=list)
+    phases: list[Floats] = field(default_factory=list)  # rows of len(PHASE_COLUMNS)
     retried: Counter[str] = field(default_factory=Counter)
     failed_ra: Counter[str] = field(default_factory=Counter)
     ra_answers: int = 0
     sources: Counter[str] = field(default_factory=Counter)
 
-    def add(self, r: RequestRecord) -> None:
-        for attempt in r.attempt_log[:-1]:
-            self.retried[_outcome(attempt.status, attempt.error_kind)] += 1
-        self.ra_answers += sum(1 for a in r.attempt_log if a.retry_after_s is not None)
-        if r.attempts > 0:
-            self.lateness.append(r.lateness_ms)
-        if r.output_tokens is not None:
-            self.sources[r.output_tokens_source or "unknown"] += 1
-        if not r.ok:
-            last = r.attempt_log[-1] if r.attempt_log else None
-            if last is not None and last.retry_after_s is not None:
-                self.failed_ra[_outcome(r.status, r.error_kind)] += 1
+    def add(self, batch: pa.RecordBatch) -> None:
+        """One step's records of a batch."""
+        ok = np_of(batch.column("ok"), False, bool)
+        sent = np_of(batch.column("attempts"), 0, np.int64) > 0
+        lateness = np_of(batch.column("lateness_ms"), 0.0, np.float64)
+        self._attempts(batch, ok)
+        tokens = batch.column("output_tokens")
+        counted = valid(tokens)
+        if counted.any():
+            sources = batch.column("output_tokens_source").filter(pa.array(counted)).to_pylist()
+            self.sources.update(source or "unknown" for source in sources)
+        self.lateness.append(lateness[sent])
+        for name, into in (("ttft_ms", self.ttft), ("ttft_send_ms", self.ttft_send)):
+            column = batch.column(name)
+            into.append(np_of(column, 0.0, np.float64)[ok & valid(column)])
+        self.itl.append(measured_itl(batch, ok))
+        count = np_of(tokens, 0, np.int64)
+        ttlt_send = np_of(batch.column("ttlt_send_ms"), 0.0, np.float64)
+        streamed = ok & (count != 0) & (ttlt_send != 0)
+        self.rate.append(count[streamed] * 1000.0 / ttlt_send[streamed])
+        ttlt_col = batch.column("ttlt_ms")
+        timed = ok & valid(ttlt_col)
+        if timed.any():
+            self.phases.append(_phase_rows(batch.filter(pa.array(timed))))
+
+    def _attempts(self, batch: pa.RecordBatch, ok: NDArray[np.bool_]) -> None:
+        """Retried attempts by outcome, answers with a Retry-After, and failed records whose
+        last answer had one."""
+        log = batch.column("attempt_log")
+        flat = pc.list_flatten(log)
+        if len(flat) == 0:
             return
-        if r.ttft_ms is not None:
-            self.ttft.append(r.ttft_ms)
-        if r.ttft_send_ms is not None:
-            self.ttft_send.append(r.ttft_send_ms)
-        self.itl.extend(r.measured_itl())
-        if r.output_tokens and r.ttlt_send_ms:
-            self.rate.append(r.output_tokens * 1000.0 / r.ttlt_send_ms)
-        if r.ttlt_ms is not None:
-            self.phases.extend(_phase_row(r, r.ttlt_ms))
+        parents = np.asarray(pc.list_parent_indices(log).to_numpy(zero_copy_only=False))
+        last = np.ones(parents.size, dtype=bool)
+        last[:-1] = parents[1:] != parents[:-1]
+        after = valid(flat.field("retry_after_s"))
+        self.ra_answers += int(after.sum())
+        if (~last).any():
+            retried = flat.filter(pa.array(~last))
+            statuses = retried.field("status").to_pylist()
+            pairs = zip(statuses, retried.field("error_kind").to_pylist(), strict=True)
+            self.retried.update(_outcome(status, kind) for status, kind in pairs)
+        failed = np.zeros(batch.num_rows, dtype=bool)
+        failed[parents[last & after]] = True
+        failed &= ~ok
+        if failed.any():
+            rows = batch.filter(pa.array(failed))
+            pairs = zip(rows.column("status").to_pylist(), rows.column("error_kind").to_pylist(),
+                        strict=True)  # fmt: skip
+            self.failed_ra.update(_outcome(status, kind) for status, kind in pairs)
 
     def freeze(self, index: int) -> StepDigest:
-        phases = _array(self.phases).reshape(-1, len(PHASE_COLUMNS))
+        """The step's digest; each field's chunks are released as it is joined, so the peak
+        is the digest plus its largest field, not twice the digest."""
+        phases = (np.vstack(self.phases) if self.phases
+                  else np.empty((0, len(PHASE_COLUMNS))))  # fmt: skip
+        self.phases = []
         return StepDigest(
             index=index,
             ttft_ms=_array(self.ttft),
@@ -157,17 +191,30 @@ def _outcome(status: int | None, kind: str | None) -> str:
     return str(status) if status is not None else (kind or "unknown")
 
 
-def _phase_row(r: RequestRecord, ttlt: float) -> tuple[float, ...]:
-    p, s = r.phases_ms, r.server_timing_ms
+def _phase_rows(batch: pa.RecordBatch) -> Floats:
+    """One ``PHASE_COLUMNS`` row per record (successful, with a TTLT)."""
+    ttlt = np_of(batch.column("ttlt_ms"), 0.0, np.float64)
+    lateness = np_of(batch.column("lateness_ms"), 0.0, np.float64)
+    send_col = batch.column("ttlt_send_ms")
     # intended start → final send = lateness, plus earlier attempts and back-off when retried
-    final_send = ttlt - r.ttlt_send_ms if r.ttlt_send_ms is not None else r.lateness_ms
-    retries = max(0.0, final_send - r.lateness_ms)
-    client = [r.lateness_ms, retries, *(p.get(k, 0.0) for k in CLIENT_COLUMNS[2:])]
-    server = {k: s.get(k, 0.0) for k in SERVER_COLUMNS}
+    final_send = np.where(valid(send_col), ttlt - np_of(send_col, 0.0, np.float64), lateness)
+    retries = np.maximum(0.0, final_send - lateness)
+    client = batch.column("phases_ms")
+    timing = batch.column("server_timing_ms")
+    columns = [ttlt, lateness, retries, *(_lookup(client, k) for k in CLIENT_COLUMNS[2:])]
+    server = {k: _lookup(timing, k) for k in SERVER_COLUMNS}
     signature = sum(server[k] for k in _SIGNATURE)
-    server["decode"] = max(0.0, server["decode"] - signature)  # see breakdown.py: no overlap
-    seen = 1.0 if any(k in s for k in SERVER_COLUMNS) else 0.0
-    return (ttlt, *client, *(server[k] for k in SERVER_COLUMNS), seen)
+    server["decode"] = np.maximum(0.0, server["decode"] - signature)  # breakdown.py: no overlap
+    seen = np.zeros(batch.num_rows, dtype=bool)
+    for key in SERVER_COLUMNS:
+        seen |= valid(pc.map_lookup(timing, pa.scalar(key), "first"))
+    columns += [server[k] for k in SERVER_COLUMNS]
+    columns.append(seen.astype(np.float64))
+    return np.column_stack(columns)
+
+
+def _lookup(mapping: pa.Array, key: str) -> Floats:
+    return np_of(pc.map_lookup(mapping, pa.scalar(key), "first"), 0.0, np.float64)
 
 
 def step_shape(summary: RunSummary) -> Shape | None:
@@ -185,22 +232,32 @@ def step_shape(summary: RunSummary) -> Shape | None:
 
 
 def digest_records(records: Iterable[RequestRecord], summary: RunSummary) -> RunDigest:
-    """The digest of ``records`` (an iterator is consumed once) against ``summary``'s steps."""
+    """The digest of ``records`` in memory (tests, a few records) against ``summary``'s steps."""
+    kept = list(records)
+    return digest_batches([batch_of(kept)] if kept else [], summary)
+
+
+def read_digest(files: RecordFiles, summary: RunSummary) -> RunDigest:
+    """The digest of a run's records (an empty one when it has none), one batch at a time."""
+    return digest_batches(files.batches(DIGEST_COLUMNS), summary)
+
+
+def digest_batches(batches: Iterable[pa.RecordBatch], summary: RunSummary) -> RunDigest:
+    """The digest of the records in ``batches`` (``DIGEST_COLUMNS`` at least)."""
     accs = [_Acc() for _ in summary.steps]
     plain = summary.mode is None and len(accs) == 1
     shape = None if plain else step_shape(summary)
-    start = summary.run_start or 0.0
+    # The digest places records as ``Stage.in_measured`` does: no slack at a window's edges.
+    grouping = Grouping(shape, summary.run_start or 0.0, slack_s=0.0)
     read = 0
-    for r in records:
-        read += 1
-        if plain:
-            accs[0].add(r)
+    for batch in batches:
+        read += batch.num_rows
+        if not plain and shape is None:
             continue
-        if shape is None:
-            continue
-        st = stage_of(r, shape, start)
-        if st is not None and st.in_measured(r.intended_start - start):
-            accs[st.index].add(r)
+        intended = batch.column("intended_start").to_numpy(zero_copy_only=False)
+        group = grouping.of(batch.column("step"), intended)
+        for index in np.unique(group[group >= 0]).tolist():
+            accs[index].add(batch.filter(pa.array(group == index)))
     steps = tuple(acc.freeze(summary.steps[i].index) for i, acc in enumerate(accs))
     return RunDigest(steps, read)
 
@@ -208,8 +265,3 @@ def digest_records(records: Iterable[RequestRecord], summary: RunSummary) -> Run
 def iter_records(files: RecordFiles) -> Iterator[RequestRecord]:
     """Each record of a run, one batch in memory at a time (none when it has no records)."""
     return files.records()
-
-
-def read_digest(files: RecordFiles, summary: RunSummary) -> RunDigest:
-    """The digest of a run's records (an empty one when it has none)."""
-    return digest_records(files.records(), summary)

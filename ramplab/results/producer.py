@@ -25,11 +25,20 @@ from ramplab.load.outage import RECOVERY_THRESHOLD, RECOVERY_WINDOW_S, Outage
 from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import RequestRecord
-from ramplab.results.conservation import incomplete_reasons, unaccounted
-from ramplab.results.selfcheck import judge, lateness_growth_ms
+from ramplab.records.files import RecordFiles
+from ramplab.results.columnar import (
+    Batches,
+    Grouping,
+    RunColumns,
+    in_memory,
+    outcomes,
+    scan_run,
+)
+from ramplab.results.conservation import incomplete_reasons
+from ramplab.results.selfcheck import judge
 from ramplab.results.sessions import sessions_summary
 from ramplab.results.slo import Gate, RequestSlo, evaluate_gates
-from ramplab.results.steps import count_measured, group_measured, measure, recovery_time_s
+from ramplab.results.steps import count_measured, recovery_from
 from ramplab.results.summary import (
     ClockOffset,
     OutageSummary,
@@ -112,25 +121,31 @@ def scheduled_counts(plan_shape: Shape, arrivals: str, seed: int, measured: Shap
     return count_measured(schedule.offsets, measured)
 
 
-def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
-    """The run's summary; sets ``slo_ok`` on ``records`` when the facts carry an SLO."""
-    if not facts.slo.empty:
-        facts.slo.apply(records)
-    shape, run_start, groups = _steps_of(records, facts)
-    n = len(shape.stages) if shape is not None else 0
+def summarize(source: Sequence[RequestRecord] | RecordFiles, facts: RunFacts) -> RunSummary:
+    """The run's summary from its records: a run directory's files (read in batches, never
+    held: ``columnar.py``), or records in memory, on which ``slo_ok`` is set when the facts
+    carry an SLO."""
+    if isinstance(source, RecordFiles):
+        batches: Batches = source.batches
+    else:
+        if not facts.slo.empty:
+            facts.slo.apply(source)
+        batches = in_memory(source)
+    shape, run_start = _steps_of(batches, facts)
+    grouping = Grouping(shape if facts.shape is not None else None, run_start or 0.0)
+    columns = scan_run(batches, grouping, facts.slo)
+    n = len(shape.stages)
     counts = facts.counts
     _check_lengths(n, facts.scheduled, counts)
     dropped = _dropped(n, facts)
     steps = tuple(
-        _step(stage, group, facts, index_dropped, index, run_start or 0.0)
-        for index, (stage, group, index_dropped) in enumerate(
-            zip(shape.stages if shape else (), groups, dropped, strict=True)
-        )
+        _step(stage, columns, facts, index_dropped, index)
+        for index, (stage, index_dropped) in enumerate(zip(shape.stages, dropped, strict=True))
     )
     window = sum(st.measured_s for st in steps)
     bound = [st.generator_bound for st in steps if st.generator_bound is not None]
-    total = measure(
-        [r for g in groups for r in g],
+    total = columns.figures(
+        None,
         window,
         sum(facts.scheduled) if facts.scheduled is not None else None,
         None if any(d is None for d in dropped) else sum(d or 0 for d in dropped),
@@ -147,9 +162,9 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
         run_start=run_start,
         workers=_epochs(facts.workers),
         retry=facts.retry,
-        outage=_outage(records, facts),
+        outage=_outage(batches, facts),
         sessions=sessions_summary(
-            [r for g in groups for r in g],
+            columns.session_records,
             window,
             sum(facts.scheduled) if facts.scheduled is not None else None,
         ),
@@ -176,20 +191,24 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> RunSummary:
     return summary.model_copy(update={"gates": verdicts})
 
 
-def _steps_of(
-    records: Sequence[RequestRecord], facts: RunFacts
-) -> tuple[Shape | None, float | None, list[list[RequestRecord]]]:
+def _steps_of(batches: Batches, facts: RunFacts) -> tuple[Shape, float | None]:
     if facts.shape is not None:
-        run_start = facts.run_start if facts.run_start is not None else 0.0
-        return facts.shape, run_start, group_measured(records, facts.shape, run_start)
-    if not records:
+        return facts.shape, facts.run_start if facts.run_start is not None else 0.0
+    start: float | None = None
+    end: float | None = None
+    for batch in batches(["intended_start", "total_ms"]):
+        if batch.num_rows == 0:
+            continue
+        intended = batch.column("intended_start").to_numpy(zero_copy_only=False)
+        total = batch.column("total_ms").fill_null(0.0).to_numpy(zero_copy_only=False)
+        first, last = float(intended.min()), float((intended + total / 1000.0).max())
+        start = first if start is None else min(start, first)
+        end = last if end is None else max(end, last)
+    if start is None or end is None:
         # A plain run that measured nothing still has its one (empty) step.
-        return Shape((Stage(0, 0.0, 0.0, 0.0, 0.0),)), facts.run_start, [[]]
-    start = min(r.intended_start for r in records)
-    end = max(r.intended_start + (r.total_ms or 0.0) / 1000.0 for r in records)
+        return Shape((Stage(0, 0.0, 0.0, 0.0, 0.0),)), facts.run_start
     # A plain run measures from its first request to the end of its last: no warm-up.
-    stage = Stage(0, 0.0, end - start, 0.0, 0.0)
-    return Shape((stage,)), start, [list(records)]
+    return Shape((Stage(0, 0.0, end - start, 0.0, 0.0),)), start
 
 
 def _check_lengths(
@@ -213,12 +232,7 @@ def _dropped(stages: int, facts: RunFacts) -> list[int | None]:
 
 
 def _step(
-    stage: Stage,
-    group: list[RequestRecord],
-    facts: RunFacts,
-    dropped: int | None,
-    index: int,
-    run_start: float,
+    stage: Stage, columns: RunColumns, facts: RunFacts, dropped: int | None, index: int
 ) -> StepStats:
     scheduled = facts.scheduled[index] if facts.scheduled is not None else None
     counts = facts.counts
@@ -230,9 +244,9 @@ def _step(
     plain = facts.shape is None
     closed = facts.mode == "closed"
     health = dict(facts.health[index]) if facts.health is not None and not plain else None
-    growth = None if plain else lateness_growth_ms(group, stage, run_start)
+    growth = None if plain else columns.lateness_growth_ms[index]
     bound, reason = judge(health, growth)
-    figures = measure(group, stage.measured_s, scheduled, dropped)
+    figures = columns.figures(index, stage.measured_s, scheduled, dropped)
     untrusted, untrusted_reason = judge_stamps(figures, health)
     return StepStats(
         **figures,
@@ -246,7 +260,7 @@ def _step(
         target_users=stage.rate if closed else None,
         dispatched=dispatched,
         lost=lost,
-        unaccounted=unaccounted(dispatched, group),
+        unaccounted=None if dispatched is None else dispatched - columns.accounted(index),
         by_worker=by_worker,
         generator=health or {},
         lateness_growth_ms=growth,
@@ -274,20 +288,21 @@ def _epochs(workers: Epochs | None) -> tuple[tuple[float, tuple[str, ...]], ...]
     return tuple((float(start), tuple(ids)) for start, ids in workers)
 
 
-def _outage(records: Sequence[RequestRecord], facts: RunFacts) -> OutageSummary | None:
+def _outage(batches: Batches, facts: RunFacts) -> OutageSummary | None:
     if facts.outage is None:
         return None
     outage = facts.outage.outage
+    starts, good = outcomes(batches, facts.slo, use_goodput=not facts.slo.empty)
     return OutageSummary(
         start_s=outage.start_s,
         end_s=outage.end_s,
         recovery_window_s=RECOVERY_WINDOW_S,
         recovery_threshold=RECOVERY_THRESHOLD,
-        recovery_s=recovery_time_s(
-            records,
+        recovery_s=recovery_from(
+            starts,
+            good,
             facts.outage.end_epoch,
             window_s=RECOVERY_WINDOW_S,
             threshold=RECOVERY_THRESHOLD,
-            use_goodput=not facts.slo.empty,
         ),
     )

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from ramplab.load.shapes import Shape, Stage
 from ramplab.measure.record import UNFINISHED, RequestRecord
@@ -193,15 +193,30 @@ def recovery_time_s(
     end by ``until`` (default: the last record's start), so a thin tail cannot declare
     recovery; ``None`` means it did not recover within the data.
     """
-    after = sorted(
-        (r.intended_start, _good(r) if use_goodput else r.ok)
-        for r in records
-        if r.intended_start >= outage_end
-    )
-    if not after:
+    starts = np.array([r.intended_start for r in records], dtype=np.float64)
+    good = np.array([_good(r) if use_goodput else r.ok for r in records], dtype=bool)
+    return recovery_from(starts, good, outage_end, window_s=window_s, threshold=threshold,
+                         min_requests=min_requests, until=until)  # fmt: skip
+
+
+def recovery_from(
+    starts: NDArray[np.float64],
+    good: NDArray[np.bool_],
+    outage_end: float,
+    *,
+    window_s: float = 5.0,
+    threshold: float = 0.95,
+    min_requests: int = 1,
+    until: float | None = None,
+) -> float | None:
+    """``recovery_time_s`` over columns: each record's intended start and whether it counts as
+    good (succeeded, or met the SLOs)."""
+    after = starts >= outage_end
+    order = np.lexsort((good[after], starts[after]))
+    t = starts[after][order]
+    if t.size == 0:
         return None
-    t = np.array([a for a, _ in after])
-    good = np.concatenate([[0], np.cumsum([g for _, g in after])])
+    good = np.concatenate([[0], np.cumsum(good[after][order])])
     end = t[-1] if until is None else until
     for c in np.concatenate([[outage_end], t]):
         if c + window_s > end:

@@ -18,10 +18,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ramplab.campaign.schema import Campaign, load_campaign
 from ramplab.errors import CampaignError, UsageError
 from ramplab.load.shapes import Shape, custom
-from ramplab.measure.record import RequestRecord
+from ramplab.records.files import RecordFiles
 from ramplab.results.producer import EngineCounts, RunFacts, scheduled_counts, summarize
 from ramplab.results.selfcheck import health_from_reports
 from ramplab.results.slo import Gate, parse_request_slo
@@ -118,14 +120,23 @@ def rebuild_facts(
     )
 
 
-def last_record_end_s(records: Sequence[RequestRecord], run_start: float) -> float | None:
+def last_record_end_s(files: RecordFiles, run_start: float) -> float | None:
     """When the last record's request ended, in seconds from ``run_start`` (``None``: no
     records): where a crashed master stopped measuring, as far as its records tell."""
-    ends = [
-        r.intended_start + r.total_ms / 1000.0 if r.total_ms is not None else r.actual_start
-        for r in records
-    ]
-    return max(ends) - run_start if ends else None
+    last: float | None = None
+    for batch in files.batches(["intended_start", "total_ms", "actual_start"]):
+        if batch.num_rows == 0:
+            continue
+        total = batch.column("total_ms")
+        intended = batch.column("intended_start").to_numpy(zero_copy_only=False)
+        ends = np.where(
+            total.is_valid().to_numpy(zero_copy_only=False),
+            intended + total.fill_null(0.0).to_numpy(zero_copy_only=False) / 1000.0,
+            batch.column("actual_start").to_numpy(zero_copy_only=False),
+        )
+        end = float(ends.max())
+        last = end if last is None else max(last, end)
+    return None if last is None else last - run_start
 
 
 def rebuild_summary(
@@ -144,7 +155,6 @@ def rebuild_summary(
     files = RunDir(run_dir).records
     if not files.exist():
         raise UsageError("RUN_DIR", f"{run_dir} has neither summary.json nor records")
-    records = list(files.records())
     corrupt = files.corrupt()
     try:
         campaign = load_campaign(run_dir / CAMPAIGN_FILE)
@@ -152,7 +162,7 @@ def rebuild_summary(
         # A master that ended its run writes a final progress snapshot: without one it died
         # mid-run, and its records end where it did.
         if crashed and stopped_at_s is None and not progress.get("final"):
-            last = last_record_end_s(records, float(progress["run_start"]))
+            last = last_record_end_s(files, float(progress["run_start"]))
             if last is None or last < campaign.load_shape.duration_s:
                 stopped_at_s = max(0.0, last or 0.0)
         facts = rebuild_facts(campaign, progress, stopped_at_s, gates)
@@ -168,7 +178,7 @@ def rebuild_summary(
                          corrupt_records=corrupt)  # fmt: skip
         return summarize([], facts).model_copy(update={"steps": ()})
     facts = dataclasses.replace(facts, corrupt_records=corrupt, crashed=crashed)
-    return summarize(records, facts)
+    return summarize(files, facts)
 
 
 def interrupted_summary(

@@ -10,7 +10,7 @@ this one (the records writer, the report's digest) take the paths as arguments.
     requests.parquet    one record per request dispatched (docs/records.md), once the run ended
     requests.arrows     the same while the run runs: the journal, written as each one ends
     requests.arrows.reserve  while the master runs: room held for its last writes on a full disk
-    requests.jsonl      the records of a run directory from before 0.9 (read, never written)
+    requests.jsonl      the records of a run directory from before Parquet (read, never written)
     progress.json       the master's last progress snapshot (live, and for a rebuild)
     summary.json        the typed summary (``ramplab.results.summary.RunSummary``)
     report.md           the report, readable on its own
