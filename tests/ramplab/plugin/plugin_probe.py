@@ -69,6 +69,10 @@ def main(out: Path) -> dict[str, Any]:
     ca.emit(record(1))
     ca.emit(record(2))
     cb.emit(record(3))
+    # What the plugin's half-second flush does (its greenlet does not run: no event loop here).
+    for plugin in (pa, pb):
+        assert plugin.writer is not None
+        plugin.writer.flush()
     seen["records"] = {"a": written(out / "a"), "b": written(out / "b")}
     seen["listeners"] = {
         event: {"a": names(getattr(a.events, event)), "b": names(getattr(b.events, event))}
