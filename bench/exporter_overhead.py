@@ -28,6 +28,8 @@ import httpx
 import psutil
 
 from bench.servers import REPO, UNPACED, target
+from ramplab.records.files import RecordFiles
+from ramplab.records.journal import JournalTail
 from target_service.embedded_redis import free_port
 
 USERS = 16
@@ -53,8 +55,16 @@ class Result:
         return self.requests / self.wall_s
 
 
-def _lines(path: Path) -> int:
-    return path.read_bytes().count(b"\n") if path.exists() else 0
+class _Written:
+    """Records in a run's journal so far, read incrementally (only what it gained)."""
+
+    def __init__(self, journal: Path) -> None:
+        self._tail = JournalTail(journal)
+        self.count = 0
+
+    def __call__(self) -> int:
+        self.count += sum(batch.num_rows for batch in self._tail.poll())
+        return self.count
 
 
 def _cpu(process: psutil.Process) -> float:
@@ -70,7 +80,7 @@ def _scrape(port: int, stop: threading.Event) -> None:
 
 def one_run(host: str, exporter: bool) -> Result:
     with tempfile.TemporaryDirectory(prefix="ramplab-bench-") as out:
-        records = Path(out) / "requests.jsonl"
+        written = _Written(RecordFiles.in_dir(Path(out)).journal)
         command = [
             sys.executable, "-m", "locust", "-f", "locustfiles/llm_stream.py", "--host", host,
             "--headless", "--only-summary", "-u", str(USERS), "-r", str(USERS),
@@ -90,14 +100,14 @@ def one_run(host: str, exporter: bool) -> Result:
                 scraper.start()
             watched = psutil.Process(process.pid)
             deadline = time.monotonic() + 60
-            while _lines(records) == 0:
+            while written() == 0:
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"locust made no request: {command}")
                 time.sleep(0.1)
             time.sleep(SETTLE_S)
-            cpu0, done0, t0 = _cpu(watched), _lines(records), time.monotonic()
+            cpu0, done0, t0 = _cpu(watched), written(), time.monotonic()
             time.sleep(WINDOW_S)
-            cpu1, done1, t1 = _cpu(watched), _lines(records), time.monotonic()
+            cpu1, done1, t1 = _cpu(watched), written(), time.monotonic()
         finally:
             stop.set()
             process.terminate()

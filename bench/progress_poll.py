@@ -1,11 +1,12 @@
-"""The CLI's live progress: reading only what ``requests.jsonl`` gained vs re-reading it all.
+"""The CLI's live progress: reading only what the journal gained vs re-reading it all.
 
-During a run the CLI polls the results file twice a second. ``LiveProgress`` keeps its offset and
-parses only the appended lines; the baseline, measured in the same run on the same file, is the
-same code started afresh at each poll, so it re-reads and re-parses the whole file. The
-file grows by ``BATCH`` records per poll (a 200 QPS run polled every 0.5 s) up to ``TOTAL``
-records (a 100 s run at 200 QPS). The records are synthetic — one real-shaped record (32 tokens,
-31 inter-token gaps, one attempt) with a new id and start each — the times are measured.
+During a run the CLI polls the run's journal (``requests.arrows``, ``docs/records.md``) twice a
+second. ``LiveProgress`` keeps its offset and reads only the appended batches; the baseline,
+measured in the same run on the same file, is the same code started afresh at each poll, so it
+re-reads the whole file. The file grows by one batch of ``BATCH`` records per poll (a 200 QPS
+run polled every 0.5 s) up to ``TOTAL`` records (a 100 s run at 200 QPS). The records are
+synthetic — one real-shaped record (32 tokens, 31 inter-token gaps, one attempt) with a new id
+and start each — the times are measured.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import orjson
 
 from ramplab.load.shapes import stepped
 from ramplab.measure.record import AttemptRecord, RequestRecord
+from ramplab.records.files import RecordFiles
+from ramplab.records.journal import HEADER
+from ramplab.records.schema import batch_of
 from ramplab.runs.progress import LiveProgress
 
 BATCH = 100
@@ -27,8 +31,8 @@ TOTAL = 20_000
 BASELINE_EVERY = 10  # the baseline is slow: sample it every 10th poll
 
 
-def _record(start: float, index: int) -> bytes:
-    record = RequestRecord(
+def _record(start: float, index: int) -> RequestRecord:
+    return RequestRecord(
         request_id=uuid.uuid4().hex, worker="bench", intended_start=start,
         actual_start=start + 0.0004, ok=True, status=200, error_kind=None, step=0,
         target_qps=200.0, attempt_log=[AttemptRecord(1, start, 200, None, 371.0)],
@@ -37,7 +41,6 @@ def _record(start: float, index: int) -> bytes:
         itl_ms=[10.0 + (i % 5) * 0.1 for i in range(31)], output_tokens=32,
         output_tokens_source="usage", prompt_tokens=64, events=9, tokens_per_event=[4] * 8,
     )  # fmt: skip
-    return orjson.dumps(record.to_dict()) + b"\n"
 
 
 def run() -> str:
@@ -47,14 +50,14 @@ def run() -> str:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
         (run_dir / "progress.json").write_text(orjson.dumps({"run_start": 0.0}).decode())
-        path = run_dir / "requests.jsonl"
+        path = RecordFiles.in_dir(run_dir).journal
         progress = LiveProgress(run_dir, shape, workers=2)
         written = 0
         with path.open("ab") as out:
+            out.write(HEADER)
             while written < TOTAL:
-                out.write(
-                    b"".join(_record((written + i) * 0.005, written + i) for i in range(BATCH))
-                )
+                batch = [_record((written + i) * 0.005, written + i) for i in range(BATCH)]
+                out.write(batch_of(batch).serialize().to_pybytes())  # as a worker sends it
                 out.flush()
                 written += BATCH
                 t0 = time.perf_counter()
@@ -72,11 +75,11 @@ def run() -> str:
         return 1000 * statistics.median(t for n, t in samples if lo < n <= hi)
 
     lines = [
-        "## Live progress: incremental read of requests.jsonl vs full re-read",
+        "## Live progress: incremental read of the journal vs full re-read",
         "",
         f"The file grows by {BATCH} records per poll to {TOTAL:,} (synthetic records of a real",
         "shape; times measured). Median time per poll, by file size; baseline = the same reader",
-        f"started afresh, re-parsing the whole file (sampled every {BASELINE_EVERY}th poll).",
+        f"started afresh, re-reading the whole file (sampled every {BASELINE_EVERY}th poll).",
         "",
         "| records in file | incremental ms/poll | full re-read ms/poll | re-read ÷ incremental |",
         "|---:|---:|---:|---:|",

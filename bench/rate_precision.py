@@ -38,6 +38,8 @@ import numpy as np
 
 from bench.servers import REPO, target
 from ramplab.load.shapes import Shape, parse_shape
+from ramplab.records.files import RecordFiles
+from ramplab.records.schema import dicts_of
 from target_service.embedded_redis import free_port
 
 RATES = (1, 3, 10, 30, 100, 300)
@@ -180,8 +182,7 @@ def _run(name: str, workers: int, host: str, tmp: Path, target_pid: int) -> RunR
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-    lines = (out / "requests.jsonl").read_text().splitlines()
-    records = [json.loads(line) for line in lines]
+    records = [row for batch in RecordFiles.in_dir(out).batches() for row in dicts_of(batch)]
     if name.startswith("engine"):
         run_start = float(json.loads((out / "summary.json").read_text())["run_start"])
     else:

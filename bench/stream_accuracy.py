@@ -48,6 +48,8 @@ import numpy as np
 import psutil
 
 from bench.servers import REPO, target
+from ramplab.records.files import RecordFiles
+from ramplab.records.schema import dicts_of
 
 LEVELS = tuple(int(v) for v in os.environ.get("BENCH_LEVELS", "10,100,300,600").split(","))
 REQUIRED = (10, 100, 300)
@@ -116,6 +118,20 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
 
+def _records(client: str, out: Path) -> list[dict[str, Any]]:
+    """The naive client's JSON Lines, or the records of ramplab's run directory (``out``'s:
+    the journal while it runs, the Parquet file once it ended)."""
+    if client == "naive":
+        return _lines(out)
+    return [row for batch in RecordFiles.in_dir(out.parent).batches() for row in dicts_of(batch)]
+
+
+def _recorded(client: str, out: Path) -> bool:
+    if client == "naive":
+        return out.exists() and out.stat().st_size > 0
+    return RecordFiles.in_dir(out.parent).count() > 0
+
+
 def _normalise(client: str, raw: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Both clients' records as {start, end, ttft_ms, itl_ms, server_ttft_ms, server_events_ms}."""
     if client == "naive":
@@ -139,7 +155,8 @@ def _normalise(client: str, raw: Iterable[dict[str, Any]]) -> list[dict[str, Any
 
 
 def run_client(client: str, port: int, level: int, workdir: Path) -> Run:
-    out = workdir / f"{client}-{level}" / ("naive.jsonl" if client == "naive" else "requests.jsonl")
+    name = "naive.jsonl" if client == "naive" else "requests.parquet"
+    out = workdir / f"{client}-{level}" / name
     out.parent.mkdir(parents=True)
     command, env = _locust(client, port, level, out)
     process = subprocess.Popen(
@@ -152,7 +169,7 @@ def run_client(client: str, port: int, level: int, workdir: Path) -> Run:
     generator = psutil.Process(process.pid)
     try:
         deadline = time.monotonic() + 30
-        while not (out.exists() and out.stat().st_size > 0):
+        while not _recorded(client, out):
             if time.monotonic() > deadline or process.poll() is not None:
                 raise RuntimeError(f"{client} at {level} users produced no record")
             time.sleep(0.1)
@@ -167,7 +184,7 @@ def run_client(client: str, port: int, level: int, workdir: Path) -> Run:
             process.wait()
     window = t_b - t_a
     cpu = (cpu_b.user + cpu_b.system - cpu_a.user - cpu_a.system) / window * 100.0
-    records = _normalise(client, _lines(out))
+    records = _normalise(client, _records(client, out))
     inside = [r for r in records if t_a <= r["start"] <= t_b]
     ttft_err: list[float] = []
     itl_err: list[float] = []

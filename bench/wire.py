@@ -3,7 +3,7 @@
 Method. ``Capture`` records the loopback traffic to the target's port with ``tcpdump`` at
 nanosecond precision while ramplab runs; ``rebuild`` reads the capture back and rebuilds every
 HTTP/1.1 exchange from the packets alone; ``match`` joins each of ramplab's records
-(``requests.jsonl``) with its exchange, and ``compare`` puts ramplab's offsets beside the wire's,
+(``requests.parquet``) with its exchange, and ``compare`` puts ramplab's offsets beside the wire's,
 request by request (those two in ``bench/wire_compare.py``). Nothing of ramplab's code is used
 on the wire side: the framing (TCP, HTTP chunked bodies, SSE) and the token rule are written
 again here.

@@ -24,7 +24,6 @@ Definitions (they follow ramplab's own, ``docs/metrics.md``), per matched succes
 from __future__ import annotations
 
 import itertools
-import json
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -34,16 +33,20 @@ from typing import Any
 import numpy as np
 
 from bench.wire import Exchange
+from ramplab.records.files import RecordFiles
+from ramplab.records.schema import dicts_of
 
 
 def load_records(run_dir: Path) -> list[dict[str, Any]]:
-    """The records of a run directory's ``requests.jsonl``; a line that is not a JSON object
-    (a record cut by a killed writer) raises, so nothing is skipped unseen."""
-    lines = (run_dir / "requests.jsonl").read_text().splitlines()
-    records = [json.loads(line) for line in lines if line.strip()]
-    if not all(isinstance(record, dict) for record in records):
-        raise ValueError(f"{run_dir / 'requests.jsonl'}: a line is not a JSON object")
-    return records
+    """The records of a run directory (``docs/records.md``). Records a reader would pass over
+    raise instead, so nothing is skipped unseen: a journal left behind (a killed master; its
+    torn last batch is not read) or corrupt lines of an old ``requests.jsonl``."""
+    files = RecordFiles.in_dir(run_dir)
+    if files.journal.exists():
+        raise ValueError(f"{files.journal}: the run did not end (its journal was not finalised)")
+    if files.corrupt():
+        raise ValueError(f"{files.jsonl}: {files.corrupt()} lines are not records")
+    return [row for batch in files.batches() for row in dicts_of(batch)]
 
 
 @dataclass(slots=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.peers.workload import ITL_MS, PREFILL_MS
+from ramplab.records.files import RecordFiles
 
 LIMIT_MS = 1.0
 ON_RATE = 0.95
@@ -156,18 +157,24 @@ def aiperf_streams(raw_export: Path) -> tuple[list[Stream], int]:
     return streams, errors
 
 
-def ramplab_streams(requests_jsonl: Path) -> tuple[list[Stream], int]:
+RAMPLAB_COLUMNS = ["ok", "actual_start", "ttft_send_ms", "ttlt_send_ms", "itl_ms",
+                   "server_events_ms"]  # fmt: skip
+
+
+def ramplab_streams(run_dir: Path) -> tuple[list[Stream], int]:
+    """The streams of a ramplab run directory's records (``docs/records.md``)."""
     streams: list[Stream] = []
     errors = 0
-    for line in requests_jsonl.read_text().splitlines():
-        r = json.loads(line)
-        events = r.get("server_events_ms") or []
-        if not r["ok"] or r["ttft_send_ms"] is None or len(events) != len(r["itl_ms"]) + 1:
-            errors += 1
-            continue
-        streams.append(
-            Stream(r["actual_start"], r["ttft_send_ms"], r["ttlt_send_ms"], r["itl_ms"], events)
-        )
+    for batch in RecordFiles.in_dir(run_dir).batches(RAMPLAB_COLUMNS):
+        for r in batch.to_pylist():
+            events = r["server_events_ms"] or []
+            itl = r["itl_ms"] or []
+            if not r["ok"] or r["ttft_send_ms"] is None or len(events) != len(itl) + 1:
+                errors += 1
+                continue
+            streams.append(
+                Stream(r["actual_start"], r["ttft_send_ms"], r["ttlt_send_ms"], itl, events)
+            )
     return streams, errors
 
 

@@ -102,7 +102,7 @@ def run_ramplab(
     finally:
         sampler.stop()
         log.close()
-    streams, errors = ramplab_streams(out / "requests.jsonl")
+    streams, errors = ramplab_streams(out)
     first = min(s.start for s in streams)
     begin, end = first + warm_s, first + warm_s + hold_s
     inside = _window(streams, begin, end)

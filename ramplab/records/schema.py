@@ -28,6 +28,7 @@ __all__ = [
     "batch_of",
     "check_schema",
     "dicts_of",
+    "record_from_dict",
     "records_of",
 ]
 

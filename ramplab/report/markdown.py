@@ -148,8 +148,8 @@ def render_markdown(
                                         [list(row) for row in gate_rows(gates)]))  # fmt: skip
     parts += [
         "Definitions: docs/metrics.md. Latencies are exact percentiles of successful requests;",
-        "steps exclude their warm-up. `requests.parquet` holds every request; `report.html` the",
-        "charts; `recommendations.json` the rules that fired.",
+        "steps exclude their warm-up. `requests.parquet` holds every request (docs/records.md);",
+        "`report.html` the charts; `recommendations.json` the rules that fired.",
         "",
     ]
     return "\n".join(parts)

@@ -20,6 +20,7 @@ from bench.peers import (
     verdict,
 )
 from bench.timing_tap import timing_lines
+from ramplab.runs.rundir import RunDir
 
 
 def _chunk(content: str | None) -> str:
@@ -70,16 +71,18 @@ def test_aiperf_streams_pair_its_stamps_with_the_targets_events(tmp_path: Path) 
     assert stream.server_events_ms == [20.0, 40.0, 60.0]
 
 
-def test_ramplab_streams_from_requests_jsonl(tmp_path: Path) -> None:
+def test_ramplab_streams_from_a_runs_records(tmp_path: Path) -> None:
     base = {"ok": True, "actual_start": 10.0, "ttft_send_ms": 21.0, "ttlt_send_ms": 61.0}
     records = [
         {**base, "itl_ms": [20.0, 20.0], "server_events_ms": [20.0, 40.0, 60.0]},
         {**base, "ok": False, "itl_ms": [], "server_events_ms": []},
         {**base, "itl_ms": [20.0], "server_events_ms": [20.0, 40.0, 60.0]},  # no match
     ]
-    path = tmp_path / "requests.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
-    streams, errors = ramplab_streams(path)
+    writer = RunDir(tmp_path).open_writer()
+    for r in records:
+        writer.write(r)
+    writer.finalize()  # requests.parquet, as a run leaves it
+    streams, errors = ramplab_streams(tmp_path)
     assert errors == 2
     assert [s.ttft_ms for s in streams] == [21.0]
 

@@ -170,8 +170,9 @@ def test_the_master_runs_the_campaign_through_ramplab_and_exits_with_its_code(
     assert stack["master_exit"] == 0, stack["master_log"][-4000:]
     (run_dir,) = [p for p in stack["results"].iterdir() if p.is_dir()]
     assert run_dir.name.startswith("demo-short-")  # <campaign>-<UTC time>: one per start
-    for name in ("report.html", "summary.json", "requests.jsonl", "run.json"):
+    for name in ("report.html", "summary.json", "requests.parquet", "run.json"):
         assert (run_dir / name).is_file(), name
+    assert not (run_dir / "requests.arrows").exists()  # folded into the Parquet file at the end
     assert "2 workers connected" in stack["master_log"]
     assert "Traceback" not in stack["master_log"]
 

@@ -10,7 +10,6 @@ return at least one number that is not NaN.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
@@ -25,6 +24,7 @@ from ramplab.metrics.promconfig import local_config, shipped_rule_files
 from tests.ops.locust_run import LocustRun
 from tests.ops.prom import PROMETHEUS, PrometheusProcess
 from tests.support.processes import TargetProcess
+from tests.support.records import record_count, run_records
 from tests.support.scrape import wait_for
 
 # One worker for the module: its tests share one run (tests/conftest.py).
@@ -70,7 +70,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         with PrometheusProcess(config, log_path=out / "prometheus.log") as prom, run:
             started = time.time()
             wait_for(run.master_finished, timeout_s=90, what="the ramp to end\n" + run.log())
-            records = (run.results / "requests.jsonl").read_text().count("\n")
+            records = record_count(run.results)
 
             def scraped_all() -> bool:
                 body = prom.query(f'sum(ramplab_requests_total{{run="{RUN_ID}"}})').json()
@@ -107,8 +107,7 @@ def worker_instance(prom: PrometheusProcess) -> str:
 
 
 def test_the_run_produced_records_with_faults_and_retries(stack: dict[str, Any]) -> None:
-    lines = (stack["run"].results / "requests.jsonl").read_text().splitlines()
-    records = [json.loads(line) for line in lines]
+    records = run_records(stack["run"].results)
     assert len(records) > 30
     assert any(r["attempts"] > 1 for r in records)
     assert any(not r["ok"] for r in records)

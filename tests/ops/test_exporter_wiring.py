@@ -1,12 +1,11 @@
 """The exporter wired into real Locust processes: a master and two workers against the target.
 
 Both workers' /metrics are scraped after the run (``--metrics-linger`` keeps them up), parsed with
-prometheus_client's text parser, and their sums compared with ``requests.jsonl``.
+prometheus_client's text parser, and their sums compared with the run's records.
 """
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from ramplab.load.arrivals.schedule import build_schedule, make_process
 from ramplab.load.shapes import parse_shape
 from tests.ops.locust_run import LocustRun
 from tests.support.processes import REPO, TargetProcess
+from tests.support.records import run_records
 from tests.support.scrape import wait_for
 
 pytestmark = pytest.mark.slow
@@ -83,8 +83,7 @@ def test_two_workers_sum_to_the_records(target: TargetProcess, tmp_path: Path) -
             timeout_s=10,
             what="the master to mark the run over",
         )
-        lines = (run.results / "requests.jsonl").read_text().splitlines()
-        records = [json.loads(line) for line in lines]
+        records = run_records(run.results)
         scrapes = [totals(url) for url in run.worker_urls()]
         master = totals(run.master_url)
         logs = "\n".join(

@@ -27,6 +27,7 @@ from ramplab.options.workload import prompt_source, request_body
 from ramplab.workload.prompts import SyntheticPrompts
 from ramplab.workload.tokenizers import ApproxTokenizer
 from tests.support.processes import REPO, TargetProcess
+from tests.support.records import run_records
 from tests.support.tiny_server import DONE, ROLE, Reply, TinyServer, chunk
 
 OPENAI_FIELDS = {
@@ -85,7 +86,7 @@ def test_locust_run_against_a_plain_openai_server(
     assert handler.refused == []  # no extension field was sent
     assert handler.bodies
     assert all(body["model"] == "plain-1" for body in handler.bodies)  # found in /v1/models
-    lines = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    lines = run_records(out)
     ended = [r for r in lines if r["error_kind"] != "unfinished"]  # ``-t`` cuts the last ones
     assert ended
     for record in ended:

@@ -12,7 +12,7 @@ from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.options import kinds
 from ramplab.options.settings import UserSettings
 from ramplab.options.workload import request_body
-from ramplab.results.writer import record_from_dict
+from ramplab.records.schema import record_from_dict
 from ramplab.workload.prompts import FilePrompts, SyntheticPrompts
 from ramplab.workload.tokenizers import ApproxTokenizer
 

@@ -38,6 +38,7 @@ from target_service import signing as target_signing
 from target_service.keyring import RingKey
 from target_service.textgen import generate_tokens
 from tests.support.processes import REPO, TargetProcess
+from tests.support.records import run_records
 from tests.support.targets import ThreadTarget, settings_from_env
 from tests.support.tiny_server import DONE, ROLE, Reply, TinyServer, usage
 
@@ -246,7 +247,7 @@ def test_locust_run_with_verify_signature(tmp_path: Path) -> None:
             cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    lines = run_records(tmp_path)
     ended = [r for r in lines if r["error_kind"] != "unfinished"]  # ``-t`` cuts the last ones
     assert ended
     assert all(r["ok"] and r["integrity"] == "verified" for r in ended)

@@ -8,6 +8,7 @@ import pytest
 
 from tests.support.processes import TargetProcess
 from tests.support.ramp_runs import run_ramp
+from tests.support.records import record_count
 from tests.support.targets import SharedTarget
 
 pytestmark = pytest.mark.slow
@@ -44,8 +45,7 @@ def test_malformed_gate_exits_2_at_start(target: TargetProcess, tmp_path: Path) 
     assert run.returncode == 2
     assert "--ramplab-gate" in run.logs["master"]
     assert "Traceback" not in run.logs["master"]
-    records = tmp_path / "run" / "requests.jsonl"
-    assert not records.exists() or records.read_text() == ""  # refused before any load
+    assert record_count(tmp_path / "run") == 0  # refused before any load
 
 
 def test_gate_on_a_missing_metric_exits_2(target: TargetProcess, tmp_path: Path) -> None:

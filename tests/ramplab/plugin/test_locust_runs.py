@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from ramplab.records.files import RecordFiles
+from ramplab.records.journal import read_journal
 from target_service.embedded_redis import free_port
 from target_service.settings import LatencySettings
 from tests.support.processes import REPO, TargetProcess
@@ -76,18 +78,20 @@ def test_headless_run_writes_results_and_locust_stats(
     assert int(printed.group(1)) == len(ended)
 
 
-def test_killed_run_leaves_complete_lines(target: TargetProcess, tmp_path: Path) -> None:
+def test_killed_run_leaves_a_journal_of_whole_batches(
+    target: TargetProcess, tmp_path: Path
+) -> None:
     out = tmp_path / "killed"
     proc = subprocess.Popen(
         [*LOCUST, "--host", target.url, "--headless", "-u", "4", "-r", "4", "-t", "60s",
          "--results-dir", str(out), *COMMON],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    path = out / "requests.jsonl"
+    files = RecordFiles.in_dir(out)
     try:
         deadline = time.monotonic() + 40
         while time.monotonic() < deadline:
-            if path.exists() and path.read_text().count("\n") >= 20:
+            if files.journal.exists() and files.count() >= 20:
                 break
             time.sleep(0.1)
         else:
@@ -95,8 +99,12 @@ def test_killed_run_leaves_complete_lines(target: TargetProcess, tmp_path: Path)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
-    lines = records(path)  # every line complete, the file ends with a newline
-    assert len(lines) >= 20
+    # Killed: never finalised, so the journal is what stays, and every batch in it reads whole.
+    assert not files.parquet.exists()
+    batches = list(read_journal(files.journal))
+    assert sum(batch.num_rows for batch in batches) == files.count() >= 20
+    lines = records(out)
+    assert len(lines) == files.count()
     assert all(r["ok"] for r in lines)
 
 

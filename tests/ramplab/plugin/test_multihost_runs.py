@@ -15,7 +15,7 @@ every assertion on it:
 - each worker's clock offset is in the summary, and since the namespaces share one kernel clock
   (true offset 0) NTP's bound must hold: ``|offset| <= uncertainty``; the delayed worker's
   uncertainty is at least half its added round trip;
-- the results merge exactly: every arrival once in ``requests.jsonl``, each worker's records
+- the results merge exactly: every arrival once in the run's records, each worker's records
   equal to what its pacer reported, the counts summing to the run's.
 """
 
@@ -33,6 +33,7 @@ import pytest
 from tests.support.netns import Network, usable
 from tests.support.processes import REPO, Process, python, stop_all
 from tests.support.ramp_runs import LOCUST, STREAM, TARGET_ENV
+from tests.support.records import run_records
 
 # The run's lateness bound makes it a `timing` test (tests/conftest.py: TIMING).
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(usable() is not None, reason=str(usable()))]
@@ -100,7 +101,7 @@ def run(network: Network, tmp_path: Path) -> dict[str, Any]:
         stop_all(procs, grace_s=5)
     logs = "\n".join(f"--- {p.args[4:9]}\n{p.log()[-2000:]}" for p in procs)
     assert code == 0, logs
-    records = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    records = run_records(out)
     summary = json.loads((out / "summary.json").read_text())
     # A worker's id is "<hostname>_<uuid>" on every namespace: find each host's id in its log.
     ids = {name: _worker_id(summary, worker.log()) for name, worker in workers.items()}

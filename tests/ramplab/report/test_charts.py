@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ramplab.records.schema import batch_of
 from ramplab.report.charts import LabelledRun, charts_html, plotly_script, run_charts
 from ramplab.report.html import html_page
 from ramplab.report.run import write_report
@@ -35,7 +36,7 @@ def test_the_digest_counts_exactly_the_records_the_summary_counts() -> None:
     assert digest.pooled("ttft_ms").size == summary.ttft_ms.count
 
 
-def test_the_digest_reads_requests_jsonl_as_a_stream_and_skips_a_torn_line(
+def test_the_digest_reads_the_journal_as_a_stream_and_skips_a_torn_batch(
     tmp_path: Path,
 ) -> None:
     run = steady((2,))
@@ -43,11 +44,25 @@ def test_the_digest_reads_requests_jsonl_as_a_stream_and_skips_a_torn_line(
     for r in run.records:
         writer.write(r)
     writer.close()
-    with (tmp_path / "requests.jsonl").open("ab") as handle:
-        handle.write(orjson.dumps(rec(0, 3, 20).to_dict())[:40])  # a crash mid-line
-    digest = read_digest(tmp_path / "requests.jsonl", run.summary())
+    files = RunDir(tmp_path).records
+    torn = batch_of([rec(0, 3, 20)]).serialize().to_pybytes()
+    with files.journal.open("ab") as handle:
+        handle.write(torn[: len(torn) // 2])  # a crash mid-message
+    digest = read_digest(files, run.summary())
     assert digest.records == 20
-    assert read_digest(tmp_path / "missing" / "requests.jsonl", run.summary()).records == 0
+    assert read_digest(RunDir(tmp_path / "missing").records, run.summary()).records == 0
+
+
+def test_the_digest_reads_an_old_runs_requests_jsonl_and_skips_a_torn_line(
+    tmp_path: Path,
+) -> None:
+    run = steady((2,))
+    with (tmp_path / "requests.jsonl").open("wb") as handle:
+        for r in run.records:
+            handle.write(orjson.dumps(r.to_dict()) + b"\n")
+        handle.write(orjson.dumps(rec(0, 3, 20).to_dict())[:40])  # a crash mid-line
+    digest = read_digest(RunDir(tmp_path).records, run.summary())
+    assert digest.records == 20
 
 
 def test_retries_and_retry_after_answers_are_counted_by_status() -> None:

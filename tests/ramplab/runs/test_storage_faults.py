@@ -1,5 +1,6 @@
 """Storage faults: a results disk that fills up (before, during and after a run), a corrupt line
-in ``requests.jsonl``, a master killed mid-run — each a real ``ramplab`` process on loopback.
+in an old run's ``requests.jsonl``, a master killed mid-run — each a real ``ramplab`` process on
+loopback.
 
 A full disk is a tmpfs mounted under the test's directory, sized so the records fill it (or filled
 up beforehand); mounting needs root, so without it those tests are skipped.
@@ -19,10 +20,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+import pyarrow as pa
 import pytest
+from pyarrow import ipc
 
+from ramplab.errors import StorageError
+from ramplab.measure.record import RequestRecord
+from ramplab.records.files import RecordFiles
+from ramplab.records.journal import HEADER
+from ramplab.records.schema import batch_of
+from ramplab.results.writer import reserve_of
+from ramplab.runs.rundir import RunDir
 from tests.support.cli import RAMPLAB, ramplab
 from tests.support.processes import REPO, Process, poll_until
+from tests.support.records import run_records
 from tests.support.tiny_server import Reply, TinyServer, chunk, usage
 
 pytestmark = pytest.mark.slow
@@ -95,9 +107,23 @@ def the_run(results: Path) -> Path:
 
 
 def records(run_dir: Path) -> list[dict[str, Any]]:
-    text = (run_dir / "requests.jsonl").read_text()
-    assert not text or text.endswith("\n"), "a torn last line"
-    return [json.loads(line) for line in text.splitlines()]
+    return run_records(run_dir)
+
+
+def whole_messages(journal: Path) -> int:
+    """The batches of a journal that ends exactly after its last message (fails on torn bytes)."""
+    data = journal.read_bytes()
+    stream = pa.BufferReader(data[len(HEADER) :])
+    reader = ipc.MessageReader.open_stream(stream)
+    batches = 0
+    while True:
+        try:
+            reader.read_next_message()
+        except StopIteration:
+            break
+        batches += 1
+    assert len(HEADER) + stream.tell() == len(data), "torn bytes after the last whole message"
+    return batches
 
 
 def assert_failed_on_storage(done: subprocess.CompletedProcess[str], path: Path) -> None:
@@ -108,15 +134,22 @@ def assert_failed_on_storage(done: subprocess.CompletedProcess[str], path: Path)
 
 def test_a_disk_the_records_fill_stops_the_load_and_exits_4(tmp_path: Path) -> None:
     target = Target()
-    with TinyServer(target) as server, tmpfs(tmp_path / "disk", "600k") as disk:
+    # Room for the writer's 256 KiB ballast, the run's first files and a few seconds of the
+    # journal (~300 bytes a record), far less than the 12 s the campaign asks for.
+    with TinyServer(target) as server, tmpfs(tmp_path / "disk", "400k") as disk:
         done = ramplab(["run", str(campaign(tmp_path, "40", 12)), "--target", server.url,
                         "--results-dir", str(disk)])  # fmt: skip
         run_dir = the_run(disk)
-        assert_failed_on_storage(done, run_dir / "requests.jsonl")
-        kept = records(run_dir)  # what was written is kept, whole lines only
+        files = RecordFiles.in_dir(run_dir)
+        assert_failed_on_storage(done, files.journal)
+        # What was written is kept, whole messages only: the failed write's part is cut. The
+        # Parquet file may or may not have fit in the room left; the journal stays if not.
+        if files.journal.exists():
+            assert whole_messages(files.journal) > 0
+        kept = records(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
-        assert not (run_dir / "requests.jsonl.reserve").exists()
-    assert len(kept) > 100
+        assert not (run_dir / "requests.arrows.reserve").exists()
+    assert len(kept) > 100, len(kept)
     assert summary["stopped_at_s"] is not None
     assert summary["stopped_at_s"] < 12
     assert any("results disk full" in reason for reason in summary["incomplete"])
@@ -124,6 +157,29 @@ def test_a_disk_the_records_fill_stops_the_load_and_exits_4(tmp_path: Path) -> N
     failed_at = summary["run_start"] + summary["stopped_at_s"]
     assert max(target.posts) < failed_at + 1.5, max(target.posts) - failed_at
     assert len(target.posts) < 40 * 13 * 0.8  # far fewer than the schedule's ~520
+
+
+def test_a_failed_write_cuts_the_journal_to_its_whole_messages(tmp_path: Path) -> None:
+    records = [RequestRecord(f"r{i}", "w", 1.0, 1.0, True, 200, None, itl_ms=[1.0] * 8)
+               for i in range(40)]  # fmt: skip
+    message = batch_of(records).serialize().to_pybytes()
+    with tmpfs(tmp_path / "disk", "128k") as disk:
+        writer = RunDir(disk / "run").open_writer(reserve_bytes=16 * 1024)
+        failures: list[StorageError] = []
+        writer.on_failure = failures.append
+        batches = 0
+        while writer.failure is None:
+            writer.write_batch(message, len(records))
+            batches += 1
+        writer.write_batch(message, len(records))  # refused: the writer failed already
+        writer.close()
+        journal = RunDir(disk / "run").records.journal
+        assert batches > 1
+        assert whole_messages(journal) == batches - 1  # the failed one's part is cut
+        assert RunDir(disk / "run").records.count() == writer.written == (batches - 1) * 40
+        assert writer.refused == 2 * 40
+        assert [str(f) for f in failures] == [str(writer.failure)]  # told once
+        assert not reserve_of(journal).exists()  # freed at the first failure
 
 
 def test_a_disk_full_at_the_start_exits_4_and_leaves_no_empty_campaign(tmp_path: Path) -> None:
@@ -157,23 +213,25 @@ def test_report_on_a_full_disk_exits_4_and_keeps_the_records(
         # What a rebuild reads (the report's page alone would not fit).
         shutil.copytree(finished_run, run_dir, ignore=shutil.ignore_patterns("report.*", "logs"))
         (run_dir / "summary.json").unlink()  # the report must rebuild (and write) it
-        before = (run_dir / "requests.jsonl").read_bytes()
+        before = (run_dir / "requests.parquet").read_bytes()
         fill(disk)
         done = ramplab(["report", str(run_dir)])
         assert_failed_on_storage(done, run_dir / "summary.json")
-        assert (run_dir / "requests.jsonl").read_bytes() == before
+        assert (run_dir / "requests.parquet").read_bytes() == before
         assert not (run_dir / "summary.json").exists()
         assert not list(run_dir.glob("*.tmp"))
 
 
-def test_report_skips_and_counts_a_corrupt_line_in_the_middle(
+def test_report_skips_and_counts_a_corrupt_line_in_an_old_runs_jsonl(
     tmp_path: Path, finished_run: Path
 ) -> None:
     run_dir = tmp_path / "run"
     shutil.copytree(finished_run, run_dir)
     original = json.loads((run_dir / "summary.json").read_text())
     (run_dir / "summary.json").unlink()
-    lines = (run_dir / "requests.jsonl").read_text().splitlines(keepends=True)
+    # The run as a version before 0.9 left it: its records as JSON Lines, no Parquet file.
+    lines = [orjson.dumps(row).decode() + "\n" for row in records(run_dir)]
+    (run_dir / "requests.parquet").unlink()
     lines.insert(len(lines) // 2, '{"request_id": "x", "worker": \n')
     (run_dir / "requests.jsonl").write_text("".join(lines))
     done = ramplab(["report", str(run_dir)])
@@ -227,7 +285,4 @@ def test_a_killed_masters_run_is_cut_at_its_last_record(tmp_path: Path) -> None:
 
 
 def _written(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "requests.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+    return records(run_dir)  # the journal while it runs: a torn last batch is not read

@@ -24,6 +24,7 @@ from tests.support.cli import (
     wait_gone,
 )
 from tests.support.processes import REPO, reap
+from tests.support.records import record_count
 
 pytestmark = pytest.mark.slow
 # The tests of the smoke run on one worker: they share it (tests/conftest.py).
@@ -111,7 +112,7 @@ def test_report_rebuilds_a_lost_summary_from_the_records(
     assert done.returncode == 0
     copy = tmp_path / "copy"
     copy.mkdir()
-    for name in ("requests.jsonl", "campaign.yaml", "progress.json"):
+    for name in ("requests.parquet", "campaign.yaml", "progress.json"):
         (copy / name).write_bytes((run_dir / name).read_bytes())
     again = ramplab(["report", str(copy)])
     assert again.returncode == 0, again.stderr
@@ -147,16 +148,11 @@ def test_interrupt_mid_run_exits_130_keeps_results_and_leaves_no_process(
         start_new_session=True,
     )  # fmt: skip
     run_dir = tmp_path / "cut"
-    requests = run_dir / "requests.jsonl"
     try:
         # Mid-run: 10 records and at least 3 s into the first stage's measured window.
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None:
-            if (
-                requests.exists()
-                and requests.read_text().count("\n") >= 10
-                and (time.time() > plan_start(run_dir) + 4.0)
-            ):
+            if record_count(run_dir) >= 10 and (time.time() > plan_start(run_dir) + 4.0):
                 break
             time.sleep(0.2)
         else:
@@ -171,7 +167,7 @@ def test_interrupt_mid_run_exits_130_keeps_results_and_leaves_no_process(
     assert meta["exit_code"] == 130
     assert set(meta["processes"]) == {"target", "master", "worker-1", "worker-2"}
     assert not wait_gone(list(meta["processes"].values())), "processes left behind"
-    lines = records(requests)
+    lines = records(run_dir)
     assert len(lines) >= 10
     summary = json.loads((run_dir / "summary.json").read_text())
     assert 0 < summary["requests"] <= len(lines)

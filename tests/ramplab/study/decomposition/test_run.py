@@ -21,6 +21,7 @@ import pytest
 
 from tests.support.cli import RAMPLAB
 from tests.support.processes import REPO
+from tests.support.records import run_records
 
 # One worker for the module: its tests share one run (tests/conftest.py).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("decomposition-run")]
@@ -61,8 +62,7 @@ def experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def records(run: Path) -> list[dict[str, Any]]:
-    lines = (run / "requests.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
+    return run_records(run)
 
 
 def run_of(experiment: Path, variant: str) -> Path:
