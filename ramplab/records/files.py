@@ -161,7 +161,11 @@ class RecordFiles:
     def count(self) -> int:
         if not self.columnar:
             return sum(1 for r in scan_jsonl(self.jsonl) if r is not None) if self.exist() else 0
-        total = pq.ParquetFile(self.parquet).metadata.num_rows if self.parquet.is_file() else 0
+        total = 0
+        if self.parquet.is_file():
+            parquet = pq.ParquetFile(self.parquet)
+            check_schema(parquet.schema_arrow, self.parquet)
+            total = parquet.metadata.num_rows
         if self._journal_pending():
             total += sum(batch.num_rows for batch in read_journal(self.journal))
         return total
