@@ -12,7 +12,8 @@
     │   ├── PromConfigError   a scrape target or option a Prometheus configuration cannot hold
     │   ├── OptionError       a Locust option of the plugin (``ramplab.options.settings``)
     │   ├── CampaignError     a campaign file that cannot be run (``ramplab.campaign``)
-    │   └── ModelError        a study sweep that cannot identify its model (``ramplab.study``)
+    │   ├── ModelError        a study sweep that cannot identify its model (``ramplab.study``)
+    │   └── RecordsError      a records file this version cannot read (``ramplab.records``)
     ├── RetryableError        may succeed when tried again: record it, let the retry policy decide
     │   ├── AuthError         the token endpoint is unreachable or refused the credentials
     │   └── ResolveError      the DNS server of --resolver gave no address (``measure.resolver``)
@@ -52,6 +53,7 @@ __all__ = [
     "OptionError",
     "PromConfigError",
     "RamplabError",
+    "RecordsError",
     "ResolveError",
     "RetryConfigError",
     "RetryableError",
@@ -100,6 +102,11 @@ class OptionError(UsageError):
 
 class CampaignError(UsageError):
     """A campaign file that cannot be run; ``field`` is the path inside the file."""
+
+
+class RecordsError(UsageError):
+    """A records file this version cannot read (a newer schema, or not a records file);
+    ``field`` is its path."""
 
 
 class ModelError(UsageError):

@@ -13,7 +13,6 @@ from ramplab.cli.errors import storage_errors, user_errors
 from ramplab.errors import UsageError
 from ramplab.records.export import Format
 from ramplab.records.export import export as export_records
-from ramplab.records.schema import RecordsError
 from ramplab.runs.rundir import RunDir
 
 __all__ = ["export"]
@@ -46,8 +45,5 @@ def export(
         columns = (TextColumn("exporting"), BarColumn(), MofNCompleteColumn())
         with Progress(*columns, console=console, transient=True) as bar:
             task = bar.add_task("export", total=total)
-            try:
-                written = export_records(files, fmt, out, lambda n: bar.update(task, completed=n))
-            except RecordsError as exc:
-                raise UsageError("RUN_DIR", str(exc)) from None
+            written = export_records(files, fmt, out, lambda n: bar.update(task, completed=n))
         console.print(f"export: {written:,} records → {out}")

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from ramplab.errors import RecordsError
 from ramplab.measure.record import AttemptRecord, RequestRecord
 
 __all__ = [
@@ -104,19 +105,16 @@ _MAPS = ("phases_ms", "server_timing_ms")
 _LISTS = ("attempt_log", "itl_ms", "tokens_per_event", "server_events_ms", "coalesced_events")
 
 
-class RecordsError(ValueError):
-    """A records file this version cannot read (a newer schema, or not a records file)."""
-
-
 def check_schema(schema: pa.Schema, source: object) -> None:
     """Refuse records written with a schema version this reader does not know."""
     version = (schema.metadata or {}).get(VERSION_KEY)
     if version is None:
-        raise RecordsError(f"{source}: not a ramplab records file (no {VERSION_KEY.decode()})")
+        raise RecordsError(str(source), f"not a ramplab records file (no {VERSION_KEY.decode()})")
     if int(version) > SCHEMA_VERSION:
         raise RecordsError(
-            f"{source}: records schema version {int(version)} is newer than this ramplab "
-            f"reads ({SCHEMA_VERSION}); upgrade ramplab to read it"
+            str(source),
+            f"records schema version {int(version)} is newer than this ramplab reads "
+            f"({SCHEMA_VERSION}); upgrade ramplab to read it",
         )
 
 
