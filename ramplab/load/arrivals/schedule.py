@@ -13,6 +13,7 @@ keep what they need (a share, counts), so a run's length costs them time, not me
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -67,6 +68,35 @@ def schedule_chunks(
         for rel in process.chunks(st.rate, st.duration_s, rng, size):
             yield ScheduleChunk(first, st.start_s + rel, np.full(len(rel), st.index, np.intp))
             first += len(rel)
+
+
+class StageBounds:
+    """The stage of each arrival of a streamed schedule, learnt from the chunks seen so far.
+
+    The schedule is sorted and its stages come in order, so each stage's first global index says
+    it all: a few integers per run, where a stage per arrival would be the schedule over again.
+    """
+
+    def __init__(self) -> None:
+        self._firsts: list[int] = []
+        self._stages: list[int] = []
+
+    def see(self, chunk: ScheduleChunk) -> ScheduleChunk:
+        """Learn from ``chunk`` (seeing a chunk again, as a re-read schedule does, is harmless)."""
+        changes = np.flatnonzero(np.diff(chunk.stages)) + 1
+        for position in [0, *changes.tolist()]:
+            stage = int(chunk.stages[position])
+            if not self._stages or stage > self._stages[-1]:
+                self._firsts.append(chunk.first + position)
+                self._stages.append(stage)
+        return chunk
+
+    def stage_of(self, index: int) -> int:
+        """The stage of arrival ``index``, which must be in a chunk seen already."""
+        at = bisect.bisect_right(self._firsts, index) - 1
+        if at < 0:
+            raise LookupError(f"arrival {index} is in no chunk seen yet")
+        return self._stages[at]
 
 
 def build_schedule(shape: Shape, process: ArrivalProcess, seed: int) -> Schedule:
