@@ -7,12 +7,15 @@ import gevent
 import gevent.pool
 import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from ramplab.load.arrivals import (
     ConstantArrivals,
     Epoch,
     PoissonArrivals,
     build_schedule,
+    schedule_chunks,
+    share_chunks,
     worker_share,
 )
 from ramplab.load.pacer import Arrival, Pacer
@@ -179,12 +182,21 @@ def test_bounded_queue_drops_the_overflow() -> None:
     assert stats.run().dispatched == 1
 
 
-def test_resplit_mid_run_keeps_the_global_partition() -> None:
+@pytest.mark.parametrize("chunk", [None, 1, 16])
+def test_resplit_mid_run_keeps_the_global_partition(chunk: int | None) -> None:
     shape = parse_shape("50@4s")
     sched = build_schedule(shape, PoissonArrivals(), 3)
     before = [Epoch(0, ["a", "b"])]
     after = [Epoch(0, ["a", "b"]), Epoch(2.0, ["a", "b", "c"])]
     taken: dict[str, list[int]] = {"a": [], "b": [], "c": []}
+
+    def share(epochs: list[Epoch], w: str) -> list[tuple[NDArray[np.intp], NDArray[np.float64]]]:
+        """The share whole (``chunk=None``), or streamed in chunks of ``chunk`` arrivals."""
+        if chunk is None:
+            idx = worker_share(sched.offsets, epochs, w)
+            return [(idx, sched.offsets[idx])]
+        chunks = schedule_chunks(shape, PoissonArrivals(), 3, chunk)
+        return list(share_chunks(chunks, epochs, w))
 
     def taker(w: str) -> Callable[[Arrival], bool]:
         def take(arrival: Arrival) -> bool:
@@ -197,9 +209,8 @@ def test_resplit_mid_run_keeps_the_global_partition() -> None:
     start = clock.t
     pacers: dict[str, Pacer] = {}
     for w in ("a", "b"):
-        idx = worker_share(sched.offsets, before, w)
         pacers[w] = Pacer(
-            [(idx, sched.offsets[idx])],
+            share(before, w),
             start=start,
             clock=clock,
             sleep=clock.sleep,
@@ -211,12 +222,11 @@ def test_resplit_mid_run_keeps_the_global_partition() -> None:
             p.step()
         clock.t += 0.001
     for w in ("a", "b", "c"):
-        idx = worker_share(sched.offsets, after, w)
         if w in pacers:
-            pacers[w].resplit([(idx, sched.offsets[idx])], change_s=2.0)
+            pacers[w].resplit(share(after, w), change_s=2.0)
         else:
             pacers[w] = Pacer(
-                [(idx, sched.offsets[idx])],
+                share(after, w),
                 start=start,
                 clock=clock,
                 sleep=clock.sleep,
@@ -349,13 +359,12 @@ def test_a_share_read_in_chunks_is_paced_as_one() -> None:
     for share in ([(np.arange(500), offsets)], chunks):
         clock = FakeClock()
         got: list[int] = []
-        Pacer(
-            share,
-            start=clock.t,
-            clock=clock,
-            sleep=clock.sleep,
-            try_dispatch=lambda a, got=got: got.append(a.index) is None,
-        ).run()
+
+        def take(arrival: Arrival, got: list[int] = got) -> bool:
+            got.append(arrival.index)
+            return True
+
+        Pacer(share, start=clock.t, clock=clock, sleep=clock.sleep, try_dispatch=take).run()
         runs.append(got)
     assert runs[0] == runs[1] == list(range(500))
 

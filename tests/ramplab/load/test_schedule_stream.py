@@ -15,6 +15,7 @@ from ramplab.load.arrivals import (
     share_chunks,
     worker_share,
 )
+from ramplab.load.arrivals.schedule import StageBounds
 from ramplab.load.arrivals.trace import trace_shape
 from ramplab.load.shapes import parse_shape
 from ramplab.load.trace import trace_spec
@@ -118,3 +119,18 @@ def test_an_arrival_before_the_first_epoch_is_refused_as_before() -> None:
     chunks = schedule_chunks(parse_shape("5@2s"), make_process("constant"), 0)
     with pytest.raises(ValueError, match="precedes the first epoch"):
         list(share_chunks(chunks, [Epoch(0.5, ["a"])], "a"))
+
+
+@pytest.mark.parametrize("size", [1, 13, 65_536])
+def test_stage_bounds_give_each_arrival_its_stage(size: int) -> None:
+    shape, process = parse_shape("3,0,40,0.5,200@5s"), make_process("poisson")
+    bounds = StageBounds()
+    stages: list[int] = []
+    for chunk in schedule_chunks(shape, process, 11, size):
+        bounds.see(chunk)
+        stages += chunk.stages.tolist()
+    for chunk in schedule_chunks(shape, process, 11, size):  # read again, as a re-split does
+        bounds.see(chunk)
+    assert [bounds.stage_of(i) for i in range(len(stages))] == stages
+    with pytest.raises(LookupError):
+        StageBounds().stage_of(0)
