@@ -21,6 +21,7 @@ BENCHMARKS = [
     "rate_precision",
     "exporter_overhead",
     "progress_poll",
+    "schedule_memory",
     "prefix_cache",
     "tracing_overhead",
     "foreign_truth",

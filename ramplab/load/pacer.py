@@ -17,12 +17,16 @@ Clock, sleep and dispatch are passed in: under gevent they are ``time.monotonic`
 ``gevent.sleep`` and a callback that starts a greenlet on a free user; in tests a fake clock
 whose ``sleep`` advances it. Sleeps are bounded by ``max_sleep_s`` so ``stop()`` and
 ``resplit()`` take effect promptly without needing a wake-up event.
+
+The share comes as a stream of chunks (``ramplab.load.arrivals.split.share_chunks``) that the
+pacer reads one at a time as the clock reaches them: a worker holds one chunk of its share as
+Python numbers, not the share of a 10 h run.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -32,6 +36,8 @@ from numpy.typing import ArrayLike, NDArray
 Clock = Callable[[], float]
 Sleep = Callable[[float], object]
 Overflow = Literal["drop", "queue"]
+# Arrivals of a share: global indices and their run offsets, both sorted.
+Chunk = tuple[ArrayLike, ArrayLike]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +55,7 @@ class PacerStats:
     dropped: int = 0
     max_queue: int = 0
     dropped_indices: list[int] = field(default_factory=list)
+    dropped_offsets: list[float] = field(default_factory=list)  # of dropped_indices, in order
     # clock() at dispatch − intended, per dispatched arrival, in dispatch order
     lateness_s: list[float] = field(default_factory=list)
 
@@ -57,12 +64,12 @@ class PacerStats:
 
 
 class Pacer:
-    """Dispatches ``offsets`` (run offsets, sorted) relative to ``start`` on ``clock``."""
+    """Dispatches a share's arrivals (``share``: chunks of global indices and run offsets, in
+    order) at ``start`` + offset on ``clock``."""
 
     def __init__(
         self,
-        indices: ArrayLike,
-        offsets: ArrayLike,
+        share: Iterable[Chunk],
         *,
         start: float,
         clock: Clock,
@@ -86,44 +93,69 @@ class Pacer:
         self.stats = PacerStats()
         self._queue: deque[Arrival] = deque()
         self._stopped = False
-        self._set_pending(indices, offsets)
+        self._last_index = -1  # of the last arrival read from the share
+        self._last_offset = -np.inf
+        self._set_pending(share)
 
-    def _set_pending(self, indices: ArrayLike, offsets: ArrayLike) -> None:
-        idx = np.asarray(indices, dtype=np.int64)
-        off = np.asarray(offsets, dtype=np.float64)
-        if idx.shape != off.shape:
-            raise ValueError(f"{len(idx)} indices for {len(off)} offsets")
-        if off.size and np.any(np.diff(off) < 0):
-            raise ValueError("offsets must be sorted")
-        self._indices: Sequence[int] = idx.tolist()
-        self._offsets: Sequence[float] = off.tolist()
+    def _set_pending(self, share: Iterable[Chunk]) -> None:
+        self._share: Iterator[Chunk] = iter(share)
+        self._indices: list[int] = []
+        self._offsets: list[float] = []
         self._cursor = 0
+        self._refill()
+
+    def _refill(self) -> None:
+        """Read the share's next non-empty chunk once the one at hand is used up, so that the
+        one at hand is empty only when the share is."""
+        while self._cursor >= len(self._offsets):
+            chunk = next(self._share, None)
+            if chunk is None:
+                self._indices, self._offsets, self._cursor = [], [], 0
+                return
+            idx = np.asarray(chunk[0], dtype=np.int64)
+            off = np.asarray(chunk[1], dtype=np.float64)
+            if idx.shape != off.shape:
+                raise ValueError(f"{len(idx)} indices for {len(off)} offsets")
+            if off.size and (np.any(np.diff(off) < 0) or off[0] < self._last_offset):
+                raise ValueError("offsets must be sorted")
+            if off.size:
+                self._last_index, self._last_offset = int(idx[-1]), float(off[-1])
+            self._indices, self._offsets, self._cursor = idx.tolist(), off.tolist(), 0
 
     @property
     def pending(self) -> int:
-        """Arrivals not yet due (the queue excluded)."""
+        """Arrivals not yet due in the chunk at hand (the queue excluded): 0 when none remain."""
         return len(self._offsets) - self._cursor
 
     @property
     def queued(self) -> int:
         return len(self._queue)
 
-    def resplit(self, indices: ArrayLike, offsets: ArrayLike, change_s: float) -> None:
+    def resplit(self, share: Iterable[Chunk], change_s: float) -> None:
         """Membership changed at run offset ``change_s``: from then on, pace this new share.
 
         Pending arrivals before ``change_s`` are kept (they were dealt under the old epoch);
         those at or after it are replaced by the given ones at or after it, so passing the
-        worker's whole new share (``worker_share`` with the new epoch list) is correct.
+        worker's whole new share (``share_chunks`` with the new epoch list) is correct. Before
+        ``change_s`` the new share is the old one (the epochs before it are unchanged), so what
+        was not read from the old share yet is read from the new one: the arrivals after the
+        last one read, and those at or after ``change_s``.
         """
         old_idx = np.asarray(self._indices[self._cursor :], dtype=np.int64)
         old_off = np.asarray(self._offsets[self._cursor :], dtype=np.float64)
-        new_idx = np.asarray(indices, dtype=np.int64)
-        new_off = np.asarray(offsets, dtype=np.float64)
-        keep, take = old_off < change_s, new_off >= change_s
-        self._set_pending(
-            np.concatenate([old_idx[keep], new_idx[take]]),
-            np.concatenate([old_off[keep], new_off[take]]),
-        )
+        keep = old_off < change_s
+        read_up_to = self._last_index
+        self._last_offset = -np.inf
+
+        def rest() -> Iterator[Chunk]:
+            yield old_idx[keep], old_off[keep]
+            for indices, offsets in share:
+                idx = np.asarray(indices, dtype=np.int64)
+                off = np.asarray(offsets, dtype=np.float64)
+                take = (off >= change_s) | (idx > read_up_to)
+                yield idx[take], off[take]
+
+        self._set_pending(rest())
 
     def stop(self) -> None:
         """Stop at the next wake-up; arrivals still pending or queued are not dispatched."""
@@ -139,6 +171,7 @@ class Pacer:
     def _drop(self, arrival: Arrival) -> None:
         self.stats.dropped += 1
         self.stats.dropped_indices.append(arrival.index)
+        self.stats.dropped_offsets.append(arrival.offset_s)
 
     def _drain(self) -> None:
         while self._queue and self._offer(self._queue[0]):
@@ -155,6 +188,7 @@ class Pacer:
                 break
             arrival = Arrival(self._indices[self._cursor], offset, due)
             self._cursor += 1
+            self._refill()
             if self.overflow == "queue":
                 if self._queue or not self._offer(arrival):
                     if self.max_queue is not None and len(self._queue) >= self.max_queue:

@@ -101,10 +101,10 @@ class RampUser(LLMStreamUser):
             self._closed_loop(engine)
             return
         arrival = engine.dispatcher.wait()
-        if arrival is None or engine.schedule is None:
+        if arrival is None:
             gevent.sleep(IDLE_S * 10)  # the run is over; Locust stops us soon
             return
-        stage = engine.shape.stages[int(engine.schedule.stages[arrival.index])]
+        stage = engine.stage_of(arrival)
         self._arrival = arrival
         flight = engine.begin_flight(arrival.offset_s, stage.index, stage.rate, arrival.index)
         try:

@@ -1,16 +1,18 @@
 """One worker's side of an open-loop run: its share of the schedule, paced, and its reports.
 
-The worker rebuilds the global schedule from the plan (same shape, process and seed as every
-other worker), takes the indices ``worker_share`` deals it and paces them against
-``time.perf_counter()`` (the clock the streaming user measures on). When the master announces a
-new membership epoch the pacer is re-split from the epoch's start. Every half second it reports
-per-stage counts of dispatched and dropped arrivals (measured windows only), users busy, and the
-durations of the requests finished since the last report (for the master's user sizing), its
-self-check per stage (``ramplab.results.selfcheck``: its CPU and its event loop's lag), and the
-requests it has in flight. The records finished since the last report go just before it, taken
-at the same instant: every request the report counts as dispatched is either in a batch sent or
-in its in-flight list, so when the worker dies the master can give each one a record
-(``MasterEngine.unfinished_records``).
+The worker streams the global schedule from the plan (same shape, process and seed as every other
+worker), keeps the arrivals ``share_chunks`` deals it and paces them against ``time.perf_counter()``
+(the clock the streaming user measures on), reading the schedule chunk by chunk as the run reaches
+it. When the master announces a new membership epoch the pacer is re-split from the epoch's start:
+the schedule is read again from the start (its arrivals before the change are only counted, not
+kept), a CPU cost paid once per membership change, where keeping the schedule to re-split it would
+cost its whole size in memory for the whole run. Every half second it reports per-stage counts of
+dispatched and dropped arrivals (measured windows only), users busy, and the durations of the
+requests finished since the last report (for the master's user sizing), its self-check per stage
+(``ramplab.results.selfcheck``: its CPU and its event loop's lag), and the requests it has in
+flight. The records finished since the last report go just before it, taken at the same instant:
+every request the report counts as dispatched is either in a batch sent or in its in-flight list, so
+when the worker dies the master can give each one a record (``MasterEngine.unfinished_records``).
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import gevent
-import numpy as np
 
 from ramplab.load.arrivals.base import ArrivalProcess
-from ramplab.load.arrivals.schedule import Schedule, build_schedule, make_process
-from ramplab.load.arrivals.split import worker_share
+from ramplab.load.arrivals.schedule import StageBounds, make_process, schedule_chunks
+from ramplab.load.arrivals.split import ShareChunk, share_chunks
 from ramplab.load.pacer import Arrival, Pacer
 from ramplab.load.plan import PROGRESS_MESSAGE, Plan
 from ramplab.load.shapes import Shape, Stage, parse_shape
@@ -47,7 +49,7 @@ class WorkerEngine:
         self.dispatcher = Dispatcher()
         self.plan: Plan | None = None
         self.shape: Shape | None = None
-        self.schedule: Schedule | None = None
+        self.stage_bounds = StageBounds()
         self.process: ArrivalProcess | None = None  # a TraceArrivals also gives the lengths
         self.pacer: Pacer | None = None
         self.start_clock = 0.0  # perf_counter() value at the schedule's offset 0
@@ -75,11 +77,8 @@ class WorkerEngine:
         if plan.mode != "open":
             return
         self.process = make_process(plan.arrivals)
-        self.schedule = build_schedule(self.shape, self.process, plan.seed)
-        share = worker_share(self.schedule.offsets, plan.epoch_objects(), self.worker_id)
         self.pacer = Pacer(
-            share,
-            self.schedule.offsets[share],
+            self._share(plan),
             start=self.start_clock,
             clock=time.perf_counter,
             sleep=gevent.sleep,
@@ -88,17 +87,30 @@ class WorkerEngine:
         )
         self._greenlets.append(gevent.spawn(self.pacer.run))
         log.info(
-            "worker %s paces %d of %d arrivals", self.worker_id, len(share), len(self.schedule)
+            "worker %s paces its share of ~%.0f arrivals",
+            self.worker_id,
+            self.shape.expected_arrivals,
         )
+
+    def _share(self, plan: Plan) -> Iterator[ShareChunk]:
+        assert self.shape is not None
+        assert self.process is not None
+        chunks = schedule_chunks(self.shape, self.process, plan.seed)
+        seen = (self.stage_bounds.see(chunk) for chunk in chunks)
+        return share_chunks(seen, plan.epoch_objects(), self.worker_id)
 
     def _resplit(self, plan: Plan) -> None:
         self.plan = plan
-        if self.pacer is None or self.schedule is None or not plan.epochs:
+        if self.pacer is None or not plan.epochs:
             return
         change_s = plan.epochs[-1][0]
-        share = worker_share(self.schedule.offsets, plan.epoch_objects(), self.worker_id)
-        self.pacer.resplit(share, self.schedule.offsets[share], change_s)
-        log.info("worker %s re-split at %.1f s: %d arrivals", self.worker_id, change_s, len(share))
+        self.pacer.resplit(self._share(plan), change_s)
+        log.info("worker %s re-split at %.1f s", self.worker_id, change_s)
+
+    def stage_of(self, arrival: Arrival) -> Stage:
+        """The stage ``arrival`` was drawn in."""
+        assert self.shape is not None
+        return self.shape.stages[self.stage_bounds.stage_of(arrival.index)]
 
     def _dispatch(self, arrival: Arrival) -> bool:
         if self.dispatcher.try_dispatch(arrival):
@@ -165,11 +177,8 @@ class WorkerEngine:
         dropped = [0] * stages
         if shape is not None:
             dispatched = count_measured(self._dispatched_offsets, shape)
-        if shape is not None and self.pacer is not None and self.schedule is not None:
-            dropped_offsets = self.schedule.offsets[
-                np.asarray(self.pacer.stats.dropped_indices, dtype=np.intp)
-            ]
-            dropped = count_measured(dropped_offsets, shape)
+        if shape is not None and self.pacer is not None:
+            dropped = count_measured(self.pacer.stats.dropped_offsets, shape)
         durations, self._durations = self._durations, []
         return {
             "worker": self.worker_id,

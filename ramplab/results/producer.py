@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ramplab.load.arrivals.schedule import build_schedule, make_process
+from ramplab.load.arrivals.schedule import make_process, schedule_chunks
 from ramplab.load.outage import RECOVERY_THRESHOLD, RECOVERY_WINDOW_S, Outage
 from ramplab.load.plan import Mode
 from ramplab.load.shapes import Shape, Stage
@@ -116,9 +116,13 @@ class RunFacts:
 
 def scheduled_counts(plan_shape: Shape, arrivals: str, seed: int, measured: Shape) -> list[int]:
     """Arrivals of the run's schedule (built from the whole ``plan_shape``) per stage of
-    ``measured`` — the plan's shape, or its part that ran before an interruption."""
-    schedule = build_schedule(plan_shape, make_process(arrivals), seed)
-    return count_measured(schedule.offsets, measured)
+    ``measured`` — the plan's shape, or its part that ran before an interruption. Counted
+    chunk by chunk: the master never holds the schedule."""
+    counts = [0] * len(measured.stages)
+    for chunk in schedule_chunks(plan_shape, make_process(arrivals), seed):
+        for index, count in enumerate(count_measured(chunk.offsets, measured)):
+            counts[index] += count
+    return counts
 
 
 def summarize(source: Sequence[RequestRecord] | RecordFiles, facts: RunFacts) -> RunSummary:

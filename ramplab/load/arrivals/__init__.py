@@ -4,8 +4,21 @@ from ramplab.load.arrivals.base import ArrivalProcess, Offsets
 from ramplab.load.arrivals.constant import ConstantArrivals
 from ramplab.load.arrivals.gamma import GammaArrivals
 from ramplab.load.arrivals.poisson import PoissonArrivals
-from ramplab.load.arrivals.schedule import Schedule, build_schedule, make_process
-from ramplab.load.arrivals.split import Epoch, every_nth, split_schedule, worker_share
+from ramplab.load.arrivals.schedule import (
+    Schedule,
+    ScheduleChunk,
+    build_schedule,
+    make_process,
+    schedule_chunks,
+)
+from ramplab.load.arrivals.split import (
+    Epoch,
+    ShareChunk,
+    every_nth,
+    share_chunks,
+    split_schedule,
+    worker_share,
+)
 
 __all__ = [
     "ArrivalProcess",
@@ -15,9 +28,13 @@ __all__ = [
     "Offsets",
     "PoissonArrivals",
     "Schedule",
+    "ScheduleChunk",
+    "ShareChunk",
     "build_schedule",
     "every_nth",
     "make_process",
+    "schedule_chunks",
+    "share_chunks",
     "split_schedule",
     "worker_share",
 ]

@@ -8,10 +8,11 @@ schedule is deterministic, which makes it the reference for rate-precision bench
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
-from ramplab.load.arrivals.base import Offsets, check_args
+from ramplab.load.arrivals.base import CHUNK, Offsets, check_args, gather
 
 
 class ConstantArrivals:
@@ -19,10 +20,16 @@ class ConstantArrivals:
 
     name = "constant"
 
-    def offsets(self, rate: float, duration_s: float, rng: np.random.Generator) -> Offsets:
+    def chunks(
+        self, rate: float, duration_s: float, rng: np.random.Generator, size: int = CHUNK
+    ) -> Iterator[Offsets]:
         check_args(rate, duration_s)
         if rate == 0 or duration_s == 0:
-            return np.empty(0, dtype=np.float64)
+            return
         # The small tolerance keeps k/rate == duration (float noise) out of the stage.
         count = math.ceil(rate * duration_s - 1e-9)
-        return np.arange(count, dtype=np.float64) / rate
+        for first in range(0, count, size):
+            yield np.arange(first, min(first + size, count), dtype=np.float64) / rate
+
+    def offsets(self, rate: float, duration_s: float, rng: np.random.Generator) -> Offsets:
+        return gather(self.chunks(rate, duration_s, rng))

@@ -15,11 +15,12 @@ matters for the first gap and only when burstiness ≠ 1.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ramplab.load.arrivals.base import Offsets, check_args, renewal
+from ramplab.load.arrivals.base import CHUNK, Offsets, check_args, gather, renewal_chunks
 
 
 class GammaArrivals:
@@ -37,14 +38,19 @@ class GammaArrivals:
         """Coefficient of variation of the gaps: ``1 / sqrt(burstiness)``."""
         return 1.0 / math.sqrt(self.burstiness)
 
-    def offsets(self, rate: float, duration_s: float, rng: np.random.Generator) -> Offsets:
+    def chunks(
+        self, rate: float, duration_s: float, rng: np.random.Generator, size: int = CHUNK
+    ) -> Iterator[Offsets]:
         check_args(rate, duration_s)
         if rate == 0 or duration_s == 0:
-            return np.empty(0, dtype=np.float64)
+            return
         k = self.burstiness
         scale = 1.0 / (rate * k)
 
-        def draw(g: np.random.Generator, size: int) -> NDArray[np.float64]:
-            return g.gamma(k, scale, size)
+        def draw(g: np.random.Generator, count: int) -> NDArray[np.float64]:
+            return g.gamma(k, scale, count)
 
-        return renewal(draw, rate, duration_s, rng)
+        yield from renewal_chunks(draw, rate, duration_s, rng, size)
+
+    def offsets(self, rate: float, duration_s: float, rng: np.random.Generator) -> Offsets:
+        return gather(self.chunks(rate, duration_s, rng))

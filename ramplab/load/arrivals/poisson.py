@@ -7,10 +7,12 @@ so that ``GammaArrivals(burstiness=1)`` and ``PoissonArrivals`` draw the same di
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 from numpy.typing import NDArray
 
-from ramplab.load.arrivals.base import Offsets, check_args, renewal
+from ramplab.load.arrivals.base import CHUNK, Offsets, check_args, gather, renewal_chunks
 
 
 class PoissonArrivals:
@@ -18,12 +20,17 @@ class PoissonArrivals:
 
     name = "poisson"
 
-    def offsets(self, rate: float, duration_s: float, rng: np.random.Generator) -> Offsets:
+    def chunks(
+        self, rate: float, duration_s: float, rng: np.random.Generator, size: int = CHUNK
+    ) -> Iterator[Offsets]:
         check_args(rate, duration_s)
         if rate == 0 or duration_s == 0:
-            return np.empty(0, dtype=np.float64)
+            return
 
-        def draw(g: np.random.Generator, size: int) -> NDArray[np.float64]:
-            return g.exponential(1.0 / rate, size)
+        def draw(g: np.random.Generator, count: int) -> NDArray[np.float64]:
+            return g.exponential(1.0 / rate, count)
 
-        return renewal(draw, rate, duration_s, rng)
+        yield from renewal_chunks(draw, rate, duration_s, rng, size)
+
+    def offsets(self, rate: float, duration_s: float, rng: np.random.Generator) -> Offsets:
+        return gather(self.chunks(rate, duration_s, rng))

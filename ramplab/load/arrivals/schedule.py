@@ -5,17 +5,23 @@ reproducible from one integer, every worker can rebuild the identical global sch
 any message from the master, and editing one stage of a shape does not reshuffle the others.
 An arrival's position in the global schedule (``index``) is its identity: the worker split,
 request ids and drop accounting all refer to it.
+
+The schedule is a stream (``schedule_chunks``): workers and master walk it chunk by chunk and
+keep what they need (a share, counts), so a run's length costs them time, not memory.
+``build_schedule`` gathers it whole, for tests and short runs.
 """
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ramplab.errors import UsageError
-from ramplab.load.arrivals.base import ArrivalProcess
+from ramplab.load.arrivals.base import CHUNK, ArrivalProcess
 from ramplab.load.arrivals.constant import ConstantArrivals
 from ramplab.load.arrivals.gamma import GammaArrivals
 from ramplab.load.arrivals.poisson import PoissonArrivals
@@ -37,21 +43,68 @@ class Schedule:
         return np.bincount(self.stages, minlength=n_stages).astype(np.intp)
 
 
-def build_schedule(shape: Shape, process: ArrivalProcess, seed: int) -> Schedule:
-    """The global schedule of ``shape`` under ``process``, reproducible from ``seed``."""
+@dataclass(frozen=True, slots=True)
+class ScheduleChunk:
+    """Consecutive arrivals of the schedule: ``offsets[k]`` is arrival ``first + k``."""
+
+    first: int
+    offsets: NDArray[np.float64]
+    stages: NDArray[np.intp]
+
+
+def schedule_chunks(
+    shape: Shape, process: ArrivalProcess, seed: int, size: int = CHUNK
+) -> Iterator[ScheduleChunk]:
+    """The global schedule of ``shape`` under ``process``, reproducible from ``seed``, in
+    order, in non-empty chunks of at most ``size`` arrivals."""
+    first = 0
     if isinstance(process, TraceArrivals):  # the trace is the whole run's timeline, not a stage's
-        offsets = process.schedule_offsets(shape)
-        return Schedule(offsets, shape.stage_indices(offsets))
-    parts: list[NDArray[np.float64]] = []
-    stages: list[NDArray[np.intp]] = []
+        for offsets in process.schedule_chunks(shape, size):
+            yield ScheduleChunk(first, offsets, shape.stage_indices(offsets))
+            first += len(offsets)
+        return
     for st in shape.stages:
         rng = np.random.default_rng([seed, st.index])
-        rel = process.offsets(st.rate, st.duration_s, rng)
-        parts.append(st.start_s + rel)
-        stages.append(np.full(len(rel), st.index, dtype=np.intp))
+        for rel in process.chunks(st.rate, st.duration_s, rng, size):
+            yield ScheduleChunk(first, st.start_s + rel, np.full(len(rel), st.index, np.intp))
+            first += len(rel)
+
+
+class StageBounds:
+    """The stage of each arrival of a streamed schedule, learnt from the chunks seen so far.
+
+    The schedule is sorted and its stages come in order, so each stage's first global index says
+    it all: a few integers per run, where a stage per arrival would be the schedule over again.
+    """
+
+    def __init__(self) -> None:
+        self._firsts: list[int] = []
+        self._stages: list[int] = []
+
+    def see(self, chunk: ScheduleChunk) -> ScheduleChunk:
+        """Learn from ``chunk`` (seeing a chunk again, as a re-read schedule does, is harmless)."""
+        changes = np.flatnonzero(np.diff(chunk.stages)) + 1
+        for position in [0, *changes.tolist()]:
+            stage = int(chunk.stages[position])
+            if not self._stages or stage > self._stages[-1]:
+                self._firsts.append(chunk.first + position)
+                self._stages.append(stage)
+        return chunk
+
+    def stage_of(self, index: int) -> int:
+        """The stage of arrival ``index``, which must be in a chunk seen already."""
+        at = bisect.bisect_right(self._firsts, index) - 1
+        if at < 0:
+            raise LookupError(f"arrival {index} is in no chunk seen yet")
+        return self._stages[at]
+
+
+def build_schedule(shape: Shape, process: ArrivalProcess, seed: int) -> Schedule:
+    """The whole of ``schedule_chunks`` in memory."""
+    chunks = list(schedule_chunks(shape, process, seed))
     return Schedule(
-        np.concatenate(parts) if parts else np.empty(0),
-        np.concatenate(stages) if stages else np.empty(0, dtype=np.intp),
+        np.concatenate([c.offsets for c in chunks]) if chunks else np.empty(0),
+        np.concatenate([c.stages for c in chunks]) if chunks else np.empty(0, dtype=np.intp),
     )
 
 

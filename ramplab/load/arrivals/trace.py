@@ -9,9 +9,11 @@ summary reports as the offered rate.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
-from ramplab.load.arrivals.base import Offsets, check_args
+from ramplab.load.arrivals.base import CHUNK, Offsets, check_args
 from ramplab.load.shapes import Shape, parse_shape
 from ramplab.load.trace import Trace, parse_trace_spec
 
@@ -40,11 +42,28 @@ class TraceArrivals:
     def from_spec(cls, spec: str, field: str) -> TraceArrivals:
         return cls(parse_trace_spec(spec, field))
 
-    def offsets(self, rate: float, duration_s: float, rng: np.random.Generator) -> Offsets:
+    def chunks(
+        self, rate: float, duration_s: float, rng: np.random.Generator, size: int = CHUNK
+    ) -> Iterator[Offsets]:
         """The trace's offsets inside ``[0, duration_s)`` (the rate plays no part)."""
+        check_args(rate, duration_s)
+        yield from _slices(self.offsets(rate, duration_s, rng), size)
+
+    def offsets(self, rate: float, duration_s: float, rng: np.random.Generator) -> Offsets:
         check_args(rate, duration_s)
         return self.trace.offsets[self.trace.offsets < duration_s].copy()
 
     def schedule_offsets(self, shape: Shape) -> Offsets:
         """Every arrival that falls inside the run: the replayed trace, cut at the shape's end."""
         return self.trace.offsets[self.trace.offsets < shape.duration_s].copy()
+
+    def schedule_chunks(self, shape: Shape, size: int = CHUNK) -> Iterator[Offsets]:
+        """``schedule_offsets`` in chunks (views: the trace is in memory already, with its
+        lengths, so replaying it costs no schedule of its own)."""
+        offsets = self.trace.offsets
+        yield from _slices(offsets[: np.searchsorted(offsets, shape.duration_s)], size)
+
+
+def _slices(offsets: Offsets, size: int) -> Iterator[Offsets]:
+    for first in range(0, len(offsets), size):
+        yield offsets[first : first + size]

@@ -249,3 +249,10 @@ def test_the_inflation_options_are_checked_before_anything_runs(
 ) -> None:
     with pytest.raises(UsageError, match=named):
         check_campaign(parse_campaign({"shape": SHAPE, "workload": workload}))
+
+
+def test_a_ten_hour_campaign_at_1000_qps_validates() -> None:
+    # Regression: refused above 10 M arrivals while every process held the whole schedule.
+    campaign = parse_campaign({"shape": {"kind": "stepped", "rates": [1000], "hold": "10h"}})
+    assert campaign.load_shape.expected_arrivals == 36_000_000
+    assert parse_shape(campaign.shape_text()).stages == campaign.load_shape.stages

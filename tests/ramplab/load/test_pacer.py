@@ -7,12 +7,15 @@ import gevent
 import gevent.pool
 import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from ramplab.load.arrivals import (
     ConstantArrivals,
     Epoch,
     PoissonArrivals,
     build_schedule,
+    schedule_chunks,
+    share_chunks,
     worker_share,
 )
 from ramplab.load.pacer import Arrival, Pacer
@@ -62,7 +65,11 @@ def test_every_arrival_dispatched_at_its_due_time_with_enough_users() -> None:
     offsets = np.arange(1000) / 200
     slots = Slots(clock, 10, 0.04)
     pacer = Pacer(
-        np.arange(1000), offsets, start=clock.t, clock=clock, sleep=clock.sleep, try_dispatch=slots
+        [(np.arange(1000), offsets)],
+        start=clock.t,
+        clock=clock,
+        sleep=clock.sleep,
+        try_dispatch=slots,
     )
     stats = pacer.run()
     assert stats.dispatched == 1000
@@ -81,7 +88,7 @@ def test_no_drift_when_every_sleep_overshoots() -> None:
     offsets = np.arange(n) / 200
     slots = Slots(clock, 50, 0.01)
     stats = Pacer(
-        np.arange(n), offsets, start=clock.t, clock=clock, sleep=clock.sleep, try_dispatch=slots
+        [(np.arange(n), offsets)], start=clock.t, clock=clock, sleep=clock.sleep, try_dispatch=slots
     ).run()
     lateness = stats.lateness()
     assert stats.dispatched == n
@@ -105,7 +112,7 @@ def test_after_a_stall_the_pacer_catches_up_without_losing_arrivals() -> None:
             clock.t += 0.25  # a GC pause
 
     stats = Pacer(
-        np.arange(100), offsets, start=clock.t, clock=clock, sleep=sleep, try_dispatch=slots
+        [(np.arange(100), offsets)], start=clock.t, clock=clock, sleep=sleep, try_dispatch=slots
     ).run()
     assert stats.dispatched == 100
     assert stats.lateness().max() == pytest.approx(0.25, abs=0.011)
@@ -118,8 +125,7 @@ def test_arrivals_without_a_free_user_are_dropped_and_counted() -> None:
     offsets = np.arange(100) / 100
     slots = Slots(clock, 5, 0.1 - 1e-9)
     stats = Pacer(
-        np.arange(100) + 7,
-        offsets,
+        [(np.arange(100) + 7, offsets)],
         start=clock.t,
         clock=clock,
         sleep=clock.sleep,
@@ -135,8 +141,7 @@ def test_queue_mode_records_lateness_instead_of_dropping() -> None:
     offsets = np.arange(20) / 100  # 20 arrivals in 0.2 s, one user busy 0.05 s each
     slots = Slots(clock, 1, 0.05)
     stats = Pacer(
-        np.arange(20),
-        offsets,
+        [(np.arange(20), offsets)],
         start=clock.t,
         clock=clock,
         sleep=clock.sleep,
@@ -160,8 +165,7 @@ def test_bounded_queue_drops_the_overflow() -> None:
     clock = FakeClock()
     slots = Slots(clock, 1, 10.0)
     stats = Pacer(
-        np.arange(10),
-        np.zeros(10),
+        [(np.arange(10), np.zeros(10))],
         start=clock.t,
         clock=clock,
         sleep=clock.sleep,
@@ -178,12 +182,21 @@ def test_bounded_queue_drops_the_overflow() -> None:
     assert stats.run().dispatched == 1
 
 
-def test_resplit_mid_run_keeps_the_global_partition() -> None:
+@pytest.mark.parametrize("chunk", [None, 1, 16])
+def test_resplit_mid_run_keeps_the_global_partition(chunk: int | None) -> None:
     shape = parse_shape("50@4s")
     sched = build_schedule(shape, PoissonArrivals(), 3)
     before = [Epoch(0, ["a", "b"])]
     after = [Epoch(0, ["a", "b"]), Epoch(2.0, ["a", "b", "c"])]
     taken: dict[str, list[int]] = {"a": [], "b": [], "c": []}
+
+    def share(epochs: list[Epoch], w: str) -> list[tuple[NDArray[np.intp], NDArray[np.float64]]]:
+        """The share whole (``chunk=None``), or streamed in chunks of ``chunk`` arrivals."""
+        if chunk is None:
+            idx = worker_share(sched.offsets, epochs, w)
+            return [(idx, sched.offsets[idx])]
+        chunks = schedule_chunks(shape, PoissonArrivals(), 3, chunk)
+        return list(share_chunks(chunks, epochs, w))
 
     def taker(w: str) -> Callable[[Arrival], bool]:
         def take(arrival: Arrival) -> bool:
@@ -196,10 +209,8 @@ def test_resplit_mid_run_keeps_the_global_partition() -> None:
     start = clock.t
     pacers: dict[str, Pacer] = {}
     for w in ("a", "b"):
-        idx = worker_share(sched.offsets, before, w)
         pacers[w] = Pacer(
-            idx,
-            sched.offsets[idx],
+            share(before, w),
             start=start,
             clock=clock,
             sleep=clock.sleep,
@@ -211,13 +222,11 @@ def test_resplit_mid_run_keeps_the_global_partition() -> None:
             p.step()
         clock.t += 0.001
     for w in ("a", "b", "c"):
-        idx = worker_share(sched.offsets, after, w)
         if w in pacers:
-            pacers[w].resplit(idx, sched.offsets[idx], change_s=2.0)
+            pacers[w].resplit(share(after, w), change_s=2.0)
         else:
             pacers[w] = Pacer(
-                idx,
-                sched.offsets[idx],
+                share(after, w),
                 start=start,
                 clock=clock,
                 sleep=clock.sleep,
@@ -253,8 +262,7 @@ def test_real_gevent_pacer_2000_arrivals_at_200_per_s() -> None:
 
     start = time.monotonic() + 0.05
     pacer = Pacer(
-        np.arange(n),
-        offsets,
+        [(np.arange(n), offsets)],
         start=start,
         clock=time.monotonic,
         sleep=gevent.sleep,
@@ -307,15 +315,68 @@ def test_resplit_keeps_pending_before_the_change_and_replaces_after() -> None:
         return True
 
     pacer = Pacer(
-        np.arange(10),
-        np.arange(10.0),
+        [([0, 1, 2], [0.0, 1.0, 2.0]), ([3, 4, 5, 6], [3.0, 4.0, 5.0, 6.0])],
         start=clock.t,
         clock=clock,
         sleep=clock.sleep,
         try_dispatch=take,
     )
-    pacer.step()  # dispatches index 0 (due at 0)
-    pacer.resplit([100, 101, 102], [4.5, 7.0, 8.0], change_s=5.0)
-    assert pacer.pending == 6
+    pacer.step()  # dispatches index 0 (due at 0); only the first chunk has been read
+    assert pacer.pending == 2
+    # The new share is the old one before the change: 3 and 4 come from it, not from the old.
+    new_share = [([0, 1, 2], [0.0, 1.0, 2.0]), ([3, 4, 50, 60], [3.0, 4.0, 5.5, 6.5])]
+    pacer.resplit(new_share, change_s=5.0)
+    assert pacer.pending == 2
+    pacer.run()
+    assert got == [0, 1, 2, 3, 4, 50, 60]
+
+
+def test_resplit_replaces_what_was_read_ahead_past_the_change() -> None:
+    clock = FakeClock()
+    got: list[int] = []
+
+    def take(arrival: Arrival) -> bool:
+        got.append(arrival.index)
+        return True
+
+    pacer = Pacer(
+        [(np.arange(10), np.arange(10.0))],
+        start=clock.t,
+        clock=clock,
+        sleep=clock.sleep,
+        try_dispatch=take,
+    )
+    pacer.step()
+    pacer.resplit([([0, 1, 2, 3, 4, 101, 102], [0.0, 1, 2, 3, 4, 7, 8])], change_s=5.0)
     pacer.run()
     assert got == [0, 1, 2, 3, 4, 101, 102]
+
+
+def test_a_share_read_in_chunks_is_paced_as_one() -> None:
+    offsets = np.sort(np.random.default_rng(5).uniform(0, 3, 500))
+    chunks = [(np.arange(k, min(k + 7, 500)), offsets[k : k + 7]) for k in range(0, 500, 7)]
+    runs: list[list[int]] = []
+    for share in ([(np.arange(500), offsets)], chunks):
+        clock = FakeClock()
+        got: list[int] = []
+
+        def take(arrival: Arrival, got: list[int] = got) -> bool:
+            got.append(arrival.index)
+            return True
+
+        Pacer(share, start=clock.t, clock=clock, sleep=clock.sleep, try_dispatch=take).run()
+        runs.append(got)
+    assert runs[0] == runs[1] == list(range(500))
+
+
+def test_a_chunk_out_of_order_is_refused() -> None:
+    clock = FakeClock()
+    pacer = Pacer(
+        [([0, 1], [0.0, 2.0]), ([2], [1.0])],
+        start=clock.t,
+        clock=clock,
+        sleep=clock.sleep,
+        try_dispatch=lambda a: True,
+    )
+    with pytest.raises(ValueError, match="sorted"):
+        pacer.run()
