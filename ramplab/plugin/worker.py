@@ -36,7 +36,7 @@ from ramplab.measure.timebase import process_timebase
 from ramplab.plugin.dispatch import Dispatcher
 from ramplab.plugin.forwarder import Forwarder
 from ramplab.results.selfcheck import CPU_WINDOW_S, TICK_S, HealthAccumulator, loop_thread_ns
-from ramplab.results.steps import count_measured
+from ramplab.results.steps import MeasuredCounter
 
 REPORT_S = 0.5
 log = logging.getLogger("ramplab.plugin")
@@ -53,7 +53,10 @@ class WorkerEngine:
         self.process: ArrivalProcess | None = None  # a TraceArrivals also gives the lengths
         self.pacer: Pacer | None = None
         self.start_clock = 0.0  # perf_counter() value at the schedule's offset 0
-        self._dispatched_offsets: list[float] = []
+        # Arrivals per stage's measured window (``steps.count_measured``'s rule), counted as
+        # they are dispatched or dropped: the worker's part of the conservation law.
+        self._dispatched: MeasuredCounter | None = None
+        self._dropped: MeasuredCounter | None = None
         self._durations: list[float] = []
         self._greenlets: list[gevent.Greenlet] = []
         self.health: HealthAccumulator | None = None
@@ -72,6 +75,8 @@ class WorkerEngine:
         # One offset between the clocks (``timebase.py``), not two reads a pause could split.
         self.start_clock = process_timebase().monotonic(plan.start_epoch)
         self.health = HealthAccumulator(self.shape)
+        self._dispatched = MeasuredCounter(self.shape)
+        self._dropped = MeasuredCounter(self.shape)
         self._greenlets.append(gevent.spawn(self._report_loop))
         self._greenlets.append(gevent.spawn(self._health_loop, self.health))
         if plan.mode != "open":
@@ -84,6 +89,8 @@ class WorkerEngine:
             sleep=gevent.sleep,
             try_dispatch=self._dispatch,
             overflow="queue" if plan.overflow == "queue" else "drop",
+            detail=False,
+            on_drop=self._count_drop,
         )
         self._greenlets.append(gevent.spawn(self.pacer.run))
         log.info(
@@ -114,9 +121,14 @@ class WorkerEngine:
 
     def _dispatch(self, arrival: Arrival) -> bool:
         if self.dispatcher.try_dispatch(arrival):
-            self._dispatched_offsets.append(arrival.offset_s)
+            assert self._dispatched is not None
+            self._dispatched.add(arrival.offset_s)
             return True
         return False
+
+    def _count_drop(self, arrival: Arrival) -> None:
+        assert self._dropped is not None
+        self._dropped.add(arrival.offset_s)
 
     def closed_limit(self, stage: Stage) -> int:
         """This worker's share of a closed-loop stage's concurrency: the stage's users split
@@ -136,7 +148,8 @@ class WorkerEngine:
         """A closed-loop user starts a request now: counted as dispatched; its run offset."""
         offset = clock - self.start_clock
         self.dispatcher.begin()
-        self._dispatched_offsets.append(offset)
+        assert self._dispatched is not None
+        self._dispatched.add(offset)
         return offset
 
     def begin_flight(
@@ -171,14 +184,8 @@ class WorkerEngine:
         self._durations.append(seconds)
 
     def progress(self) -> dict[str, Any]:
-        shape = self.shape
-        stages = len(shape.stages) if shape else 0
-        dispatched = [0] * stages
-        dropped = [0] * stages
-        if shape is not None:
-            dispatched = count_measured(self._dispatched_offsets, shape)
-        if shape is not None and self.pacer is not None:
-            dropped = count_measured(self.pacer.stats.dropped_offsets, shape)
+        dispatched = list(self._dispatched.counts) if self._dispatched is not None else []
+        dropped = list(self._dropped.counts) if self._dropped is not None else []
         durations, self._durations = self._durations, []
         return {
             "worker": self.worker_id,

@@ -174,6 +174,20 @@ def count_measured(offsets_s: ArrayLike, shape: Shape) -> list[int]:
     ]
 
 
+class MeasuredCounter:
+    """``count_measured`` kept up to date one offset at a time, in constant memory: a worker of a
+    ten-hour run counts millions of arrivals and must not keep their offsets."""
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape
+        self.counts = [0] * len(shape.stages)
+
+    def add(self, offset_s: float) -> None:
+        stage = self.shape.stage_at(offset_s)
+        if stage is not None and stage.measured_start_s <= offset_s < stage.end_s:
+            self.counts[stage.index] += 1
+
+
 def recovery_time_s(
     records: Iterable[RequestRecord],
     outage_end: float,
