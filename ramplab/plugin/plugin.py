@@ -42,6 +42,7 @@ the summary; ``quitting`` writes it again only when records arrived after the la
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -144,6 +145,11 @@ class RamplabPlugin:
         elif settings.results_dir is not None:
             try:
                 self.writer = RunDir(settings.results_dir).open_writer(RESERVE_BYTES)
+                # Reading the records yields to the event loop between batches: the heartbeat
+                # and the workers' messages go on while millions of records are summarised.
+                self.writer.files = dataclasses.replace(
+                    self.writer.files, between_batches=lambda: gevent.sleep(0)
+                )
             except OSError as exc:
                 where = str(settings.results_dir)
                 raise UsageError("", f"--results-dir {where!r}: {exc.strerror}") from None
@@ -306,10 +312,11 @@ class RamplabPlugin:
         self._quit = True
         if self.forwarder is not None:
             self.forwarder.flush()
-        if self.progress is not None:
-            self.progress.finish()
         if self.writer is not None:
             self.writer.flush()
+        if self.progress is not None:
+            # However long the summary takes, the progress file's heartbeat says it is working.
+            self.progress.summarizing(self.writer.written if self.writer is not None else 0)
         if self.role.coordinates and not self._summary_is_current():
             self.summarize()
         if self.writer is not None:
@@ -318,6 +325,8 @@ class RamplabPlugin:
             except StorageError as exc:  # the journal stays: every reader reads it as well
                 kept = self.writer.journal_path
                 sys.stderr.write(f"ramplab: {exc}; the records stay in {kept}\n")
+        if self.progress is not None:
+            self.progress.finish()
         if self._context is not None and self._context.tracer is not None:
             self._context.tracer.close()  # the spans still batched
 

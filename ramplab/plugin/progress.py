@@ -114,9 +114,26 @@ class ProgressWriter:
                 self.failure = exc
                 log.error("progress: %s", exc)
 
+    def summarizing(self, records: int) -> None:
+        """The run has ended and the master summarises ``records`` records: the final snapshot,
+        ``"phase": "summarizing"``, rewritten every ``INTERVAL_S`` with a fresh ``time`` — the
+        heartbeat by which ``ramplab run`` tells a master that works from one that hangs,
+        however long the summary takes."""
+        self._greenlet.kill(block=False)
+        final = snapshot(self.engine)
+        if final is None:
+            return
+        beat = {**final, "final": True, "phase": "summarizing", "records": records}
+        self._greenlet = gevent.spawn(self._beat, beat)
+
+    def _beat(self, data: dict[str, Any]) -> None:
+        while True:
+            self._write({**data, "time": time.time()})
+            gevent.sleep(INTERVAL_S)
+
     def finish(self) -> None:
         """Stop the loop and write the final snapshot, marked ``"final": true``."""
         self._greenlet.kill(block=False)
         data = snapshot(self.engine)
         if data is not None:
-            self._write({**data, "final": True})
+            self._write({**data, "final": True, "phase": "done"})

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +97,9 @@ class RecordFiles:
     parquet: Path
     journal: Path
     jsonl: Path
+    # Called between batches: a cooperative caller (the master's gevent loop) lets its other
+    # work run — its heartbeat while it summarises millions of records.
+    between_batches: Callable[[], None] | None = None
 
     @classmethod
     def in_dir(cls, run_dir: Path) -> RecordFiles:
@@ -116,6 +119,12 @@ class RecordFiles:
         """The records in batches, in the order written; ``columns`` reads only those (Parquet
         reads nothing else from disk). A JSON Lines file is converted as it is read; its corrupt
         lines are skipped (``corrupt`` counts them)."""
+        for batch in self._batches(columns):
+            if self.between_batches is not None:
+                self.between_batches()
+            yield batch
+
+    def _batches(self, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
         if self.columnar:
             if self.parquet.is_file():
                 # Not pre-buffered: pyarrow would read every row group's chunks ahead (207 MB

@@ -37,6 +37,11 @@ class StepTally:
     statuses: Counter[str] = field(default_factory=Counter)  # failed records' HTTP statuses
 
 
+# The master rewrites its heartbeat every 0.5 s while it summarises; this long without one, it
+# is taken for hung (a paused VM, a deadlock) and ``ramplab run`` stops waiting for it.
+HEARTBEAT_STALE_S = 30.0
+
+
 class LiveProgress:
     """Polls a run directory; ``table()`` renders the current state."""
 
@@ -77,6 +82,14 @@ class LiveProgress:
             if record.get("status") is not None:
                 tally.statuses[str(record["status"])] += 1
 
+    def summarizing(self, now: float | None = None) -> bool:
+        """The master has ended the run and is summarising, and its heartbeat is fresh (at most
+        ``HEARTBEAT_STALE_S`` old): it is working, however long that takes."""
+        if self.master.get("phase") != "summarizing":
+            return False
+        beat = float(self.master.get("time") or 0.0)
+        return (now or time.time()) - beat <= HEARTBEAT_STALE_S
+
     def elapsed(self, now: float | None = None) -> float | None:
         start = self.master.get("run_start")
         return None if start is None else (now or time.time()) - float(start)
@@ -85,6 +98,10 @@ class LiveProgress:
         elapsed = self.elapsed()
         if elapsed is None:
             return "waiting for the plan"
+        if self.master.get("phase") == "summarizing":
+            records = int(self.master.get("records") or 0)
+            late = max(0.0, elapsed - self.shape.duration_s)
+            return f"summarising {_count(records)} records… ({late:.0f} s after the load)"
         shown = max(0.0, min(elapsed, self.shape.duration_s))
         return (
             f"{shown:.0f}/{self.shape.duration_s:.0f} s · users {self.master.get('users', 0)} · "
@@ -124,6 +141,17 @@ class LiveProgress:
         elapsed = self.elapsed()
         if elapsed is None:
             return "waiting for the plan"
+        if self.master.get("phase") == "summarizing":
+            return self.title()
         stage = self.shape.stage_at(max(0.0, elapsed))
         where = f"step {stage.index} @ {stage.rate:g} QPS" if stage else "draining"
         return f"{where} · {self.title()}"
+
+
+def _count(n: int) -> str:
+    """3.6 M, 120 k, 950."""
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f} M"
+    if n >= 10_000:
+        return f"{n / 1e3:.0f} k"
+    return str(n)

@@ -268,12 +268,19 @@ class LocalStack:
         )
 
     # -- run --------------------------------------------------------------------------------
-    def wait(self, timeout_s: float, tick: Callable[[], None] = lambda: None) -> int | None:
+    def wait(
+        self,
+        timeout_s: float,
+        tick: Callable[[], None] = lambda: None,
+        working: Callable[[], bool] = lambda: False,
+    ) -> int | None:
         """Wait for the master to exit, calling ``tick`` every poll; its exit code, or ``None``
-        on timeout. A target that dies meanwhile raises ``StackError``."""
+        on timeout. Past ``timeout_s`` the wait goes on while ``working()`` says the master is
+        still at it (its summary's heartbeat). A target that dies meanwhile raises
+        ``StackError``."""
         assert self.master is not None
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline or working():
             code = self.master.poll()
             tick()
             if code is not None:

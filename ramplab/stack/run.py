@@ -48,7 +48,9 @@ from ramplab.stack.process import free_port
 __all__ = ["RunRequest", "execute"]
 
 DEFAULT_LOCUSTFILE = data.locustfile()
-# Beyond the shape and its drain, how long the master may take to start and finish.
+# Beyond the shape and its drain, how long the master may take to start and to stop — not to
+# summarise: while it summarises, its heartbeat keeps ``ramplab run`` waiting, however many
+# records there are (``LiveProgress.summarizing``).
 MASTER_SLACK_S = 120.0
 LINE_EVERY_S = 5.0
 
@@ -512,7 +514,7 @@ def _watch(
                 progress.poll()
                 live.update(progress.table())
 
-            return stack.wait(timeout, redraw)
+            return stack.wait(timeout, redraw, progress.summarizing)
     last = 0.0
 
     def report() -> None:
@@ -523,7 +525,7 @@ def _watch(
             last = now
             console.print(f"  {progress.line()}", highlight=False)
 
-    code = stack.wait(timeout, report)
+    code = stack.wait(timeout, report, progress.summarizing)
     progress.poll()
     console.print(progress.table())
     return code
