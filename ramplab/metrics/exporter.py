@@ -29,12 +29,14 @@ from __future__ import annotations
 import re
 import threading
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
+    GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
@@ -414,6 +416,35 @@ class MasterGauges:
         self.target_qps_gauge.set(0)
 
 
+class LiveLatency(Collector):
+    """``ramplab_live_latency_milliseconds{step, figure, quantile}`` on the master: the workers'
+    sketches merged (``metrics/live.py``, within 1 %), read at each scrape. The workers'
+    histograms give the same to Prometheus bucket by bucket; this is the run's own answer."""
+
+    def __init__(self, registry: CollectorRegistry, run: str, scenario: str,
+                 snapshot: Callable[[], dict[str, dict[str, dict[str, Any]]]]) -> None:  # fmt: skip
+        self.labels = (run, scenario)
+        self.snapshot = snapshot
+        registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "ramplab_live_latency_milliseconds",
+            "Live latency per step from the workers' merged sketches (within 1 %).",
+            labels=["run", "scenario", "step", "figure", "quantile"],
+        )
+        for step, figures in self.snapshot().items():
+            for figure, shown in figures.items():
+                for quantile in ("p50", "p90", "p99"):
+                    value = shown.get(quantile)
+                    if value is not None:
+                        family.add_metric([*self.labels, step, figure, quantile], float(value))
+        yield family
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+
 def serve(registry: CollectorRegistry, port: int, host: str = "127.0.0.1") -> int:
     """Serve ``registry`` on ``http://host:port/metrics`` in the background; returns the port.
 
@@ -430,6 +461,7 @@ __all__: Sequence[str] = [
     "LATENCY_BUCKETS",
     "MAX_STEPS",
     "RATE_BUCKETS",
+    "LiveLatency",
     "LoadMetrics",
     "MasterGauges",
     "serve",

@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 
 from ramplab.errors import UsageError
 from ramplab.measure.record import RequestRecord
-from ramplab.metrics.exporter import LoadMetrics, MasterGauges, serve
+from ramplab.metrics.exporter import LiveLatency, LoadMetrics, MasterGauges, serve
 from ramplab.options import MetricsSettings
 from ramplab.plugin.master import MasterEngine
 from ramplab.plugin.role import Role
@@ -89,6 +89,8 @@ class Exporters:
                 registry = CollectorRegistry()
                 ProcessCollector(registry=registry)
                 self.gauges = MasterGauges(registry, chosen.run_id, scenario)
+                if self.master is not None:
+                    LiveLatency(registry, chosen.run_id, scenario, self.master.live.snapshot)
                 self.ports.append(serve(registry, chosen.master_port, chosen.host))
         except OSError as exc:  # the port is taken, or the host is not an address of this machine
             raise UsageError(option, f"cannot serve /metrics on {chosen.host}: {exc}") from None

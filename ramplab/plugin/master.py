@@ -27,6 +27,7 @@ from ramplab.load.plan import PLAN_MESSAGE, Plan
 from ramplab.load.shapes import Shape
 from ramplab.load.sizing import DEFAULT_MAX_LOSS, STALL_S, UserSizer
 from ramplab.measure.record import UNFINISHED, RequestRecord
+from ramplab.metrics.live import LiveFigures
 from ramplab.options.run import RunOptions
 from ramplab.plugin.clock_sync import ClockProbe
 from ramplab.records.files import RecordFiles
@@ -60,6 +61,7 @@ class MasterEngine:
         self.local_worker = local_worker  # set when master and worker share one process
         self.plan: Plan | None = None
         self.progress: dict[str, dict[str, Any]] = {}
+        self.live = LiveFigures()  # the workers' latency sketches, merged (``metrics/live.py``)
         self.sizer = UserSizer(
             max_users=options.max_users,
             headroom=options.headroom,
@@ -153,6 +155,7 @@ class MasterEngine:
 
     def on_progress(self, data: dict[str, Any]) -> None:
         self.progress[str(data["worker"])] = data
+        self.live.merge_wire(data.get("live") or {})
         self.sizer.observe_many(float(d) for d in data.get("durations_s") or ())
 
     # -- the shape's questions --------------------------------------------------------------

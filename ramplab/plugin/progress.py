@@ -69,6 +69,8 @@ def snapshot(engine: MasterEngine) -> dict[str, Any] | None:
         "dropped": dropped,
         "dispatched_total": dispatched_total,
         "dropped_total": dropped_total,
+        # Per step, the live latency figures (within 1 %: ``metrics/live.py``).
+        "live": engine.live.snapshot(),
         # Each worker's self-check rows, so a rebuilt summary keeps ``generator_bound``.
         "health": {w: r["health"] for w, r in sorted(engine.progress.items()) if r.get("health")},
     }

@@ -33,6 +33,7 @@ from ramplab.load.plan import PROGRESS_MESSAGE, Plan
 from ramplab.load.shapes import Shape, Stage, parse_shape
 from ramplab.measure.record import RequestRecord
 from ramplab.measure.timebase import process_timebase
+from ramplab.metrics.live import LiveFigures
 from ramplab.plugin.dispatch import Dispatcher
 from ramplab.plugin.forwarder import Forwarder
 from ramplab.results.selfcheck import CPU_WINDOW_S, TICK_S, HealthAccumulator, loop_thread_ns
@@ -58,6 +59,9 @@ class WorkerEngine:
         self._dispatched: MeasuredCounter | None = None
         self._dropped: MeasuredCounter | None = None
         self._durations: list[float] = []
+        # Per step, sketches of the successful records' latencies since the last report: the
+        # live figures the master merges (``live.py``); the summary is exact, from the records.
+        self.live = LiveFigures()
         self._greenlets: list[gevent.Greenlet] = []
         self.health: HealthAccumulator | None = None
         # Set on a worker with a master: its records go with its reports (``report``).
@@ -178,6 +182,8 @@ class WorkerEngine:
     def observe(self, record: RequestRecord) -> None:
         if record.total_ms is not None:
             self.observe_s(record.total_ms / 1000.0)
+        if record.ok and record.step is not None:
+            self.live.add(record)
 
     def observe_s(self, seconds: float) -> None:
         """How long one arrival held its user (a request, or a whole session)."""
@@ -187,10 +193,12 @@ class WorkerEngine:
         dispatched = list(self._dispatched.counts) if self._dispatched is not None else []
         dropped = list(self._dropped.counts) if self._dropped is not None else []
         durations, self._durations = self._durations, []
+        live, self.live = self.live, LiveFigures()
         return {
             "worker": self.worker_id,
             "dispatched": dispatched,
             "dropped": dropped,
+            "live": live.to_wire(),
             "dispatched_total": self.pacer.stats.dispatched if self.pacer else 0,
             "dropped_total": self.pacer.stats.dropped if self.pacer else 0,
             "pending": (self.pacer.pending + self.pacer.queued) if self.pacer else 0,

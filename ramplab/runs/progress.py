@@ -112,8 +112,11 @@ class LiveProgress:
     def table(self) -> Table:
         """One row per stage: target vs achieved so far, dropped, errors."""
         table = Table(title=self.title(), title_justify="left")
-        for name in ("step", "target QPS", "achieved QPS", "sent", "dropped", "errors", "state"):
+        columns = ("step", "target QPS", "achieved QPS", "sent", "dropped", "TTFT p50/p99 ms",
+                   "ITL p50 ms", "errors", "state")  # fmt: skip
+        for name in columns:
             table.add_column(name, justify="left" if name in ("errors", "state") else "right")
+        live = self.master.get("live") or {}
         elapsed = self.elapsed()
         dropped = self.master.get("dropped") or [0] * len(self.tally)
         for stage, tally in zip(self.shape.stages, self.tally, strict=True):
@@ -130,9 +133,11 @@ class LiveProgress:
                 state = "done"
             achieved = f"{tally.sent / measured:.2f}" if measured >= 1.0 else "-"
             errors = kinds_text(tally.errors, tally.statuses) if tally.errors else "-"
+            figures = live.get(str(stage.index)) or {}
             table.add_row(
                 str(stage.index), f"{stage.rate:g}", achieved, str(tally.sent),
-                str(dropped[stage.index]) if stage.index < len(dropped) else "-", errors, state,
+                str(dropped[stage.index]) if stage.index < len(dropped) else "-",
+                _pair(figures.get("ttft_ms")), _one(figures.get("itl_ms")), errors, state,
             )  # fmt: skip
         return table
 
@@ -146,6 +151,19 @@ class LiveProgress:
         stage = self.shape.stage_at(max(0.0, elapsed))
         where = f"step {stage.index} @ {stage.rate:g} QPS" if stage else "draining"
         return f"{where} · {self.title()}"
+
+
+def _one(figure: dict[str, Any] | None) -> str:
+    """A live p50 (``~``: within 1 %, from the workers' sketches)."""
+    if not figure or figure.get("p50") is None:
+        return "-"
+    return f"~{float(figure['p50']):.1f}"
+
+
+def _pair(figure: dict[str, Any] | None) -> str:
+    if not figure or figure.get("p50") is None or figure.get("p99") is None:
+        return "-"
+    return f"~{float(figure['p50']):.0f} / {float(figure['p99']):.0f}"
 
 
 def _count(n: int) -> str:

@@ -6,6 +6,7 @@ prometheus_client's text parser, and their sums compared with the run's records.
 
 from __future__ import annotations
 
+import math
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ramplab.load.arrivals.schedule import build_schedule, make_process
 from ramplab.load.shapes import parse_shape
+from ramplab.metrics.sketch import ALPHA
 from tests.ops.locust_run import LocustRun
 from tests.support.processes import REPO, TargetProcess
 from tests.support.records import run_records
@@ -126,6 +128,14 @@ def test_two_workers_sum_to_the_records(target: TargetProcess, tmp_path: Path) -
     assert total([master], "ramplab_target_qps", run="wired") == 0
     assert total([master], "ramplab_step", run="wired") == 1  # the last stage's index
     assert total([master], "process_cpu_seconds_total") > 0
+    # The live latency the master merged from the workers' sketches: within 1 % of the exact
+    # order statistic of the records, per step.
+    for step in {r["step"] for r in ok if r["step"] is not None}:
+        ttft = sorted(r["ttft_ms"] for r in ok if r["step"] == step)
+        exact = ttft[math.floor(0.5 * (len(ttft) - 1))]
+        shown = total([master], "ramplab_live_latency_milliseconds", run="wired",
+                      step=str(step), figure="ttft_ms", quantile="p50")  # fmt: skip
+        assert abs(shown - exact) <= ALPHA * exact + 1e-9, (step, shown, exact)
 
 
 def run_locust(target: TargetProcess, *options: str) -> subprocess.CompletedProcess[str]:
