@@ -74,6 +74,7 @@ from ramplab.plugin.forwarder import FLUSH_S, Forwarder, receive_into
 from ramplab.plugin.master import MasterEngine
 from ramplab.plugin.progress import ProgressWriter
 from ramplab.plugin.role import Role
+from ramplab.plugin.webui import install_live_tab
 from ramplab.plugin.worker import WorkerEngine
 from ramplab.results.failures import ceiling_verdict, kinds_text
 from ramplab.results.outcome import exit_code
@@ -160,6 +161,9 @@ class RamplabPlugin:
             self.writer.on_failure = self._on_storage_failure
         if run is not None:
             self._start_engines(run, settings.model)
+        web_ui = getattr(self.environment, "web_ui", None)
+        if web_ui is not None and self.master_engine is not None:
+            install_live_tab(web_ui, self.master_engine.live)
         if Exporters.wanted(metrics, self.role):
             assert runner is not None
             self.exporters = Exporters(metrics, runner, self.worker_engine, self.master_engine)
