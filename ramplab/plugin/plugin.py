@@ -72,6 +72,7 @@ from ramplab.plugin.default_args import cache_default_args
 from ramplab.plugin.exporters import Exporters, scenario_name
 from ramplab.plugin.forwarder import FLUSH_S, Forwarder, receive_into
 from ramplab.plugin.master import MasterEngine
+from ramplab.plugin.ondemand import keep_users
 from ramplab.plugin.progress import ProgressWriter
 from ramplab.plugin.role import Role
 from ramplab.plugin.webui import install_live_tab
@@ -186,6 +187,7 @@ class RamplabPlugin:
             worker_id = str(runner.client_id) if isinstance(runner, WorkerRunner) else "local"
             engine = self.worker_engine = WorkerEngine(runner, worker_id)
             engine.records = self.forwarder
+            keep_users(runner)  # users run until the test stops (``ondemand.py``)
             if run.retry is not None:
                 rng = random.Random(f"{run.seed}/{worker_id}")
                 self.retry = RetrySetup(run.retry, time.monotonic, rng)
