@@ -1,6 +1,6 @@
 """The live latency in Locust's web UI: a tab of its own, beside Locust's tables.
 
-Locust's UI shows its own request table (where ramplab's TTFT and TTLT appear as pseudo-requests)
+Locust's UI shows its own request table (where ramplab's TTFT and TTLT have rows of their own)
 and lets a plugin add tabs: ``extended_tabs``/``extended_tables`` in the page's template
 arguments name a tab and its columns, and the UI reads the tab's rows from the
 ``extended_stats`` of each ``/stats/requests`` answer. The rows are the master's merged
