@@ -305,6 +305,7 @@ class MasterEngine:
             clocks=self.clocks.offsets() if self.clocks is not None else None,
             health=health_from_reports(self.progress, stages),
             stopped_at_s=stopped_at_s,
+            max_users=self.options.max_users,
         )
 
     def _reports(self, stages: int) -> dict[str, dict[str, Any]]:
@@ -314,6 +315,7 @@ class MasterEngine:
                 **report,
                 "dispatched": list(report["dispatched"])[:stages],
                 "dropped": list(report["dropped"])[:stages],
+                "peak_users": list(report.get("peak_users") or ())[:stages],
             }
             for worker, report in self.progress.items()
         }
