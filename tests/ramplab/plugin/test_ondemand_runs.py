@@ -72,6 +72,10 @@ def test_ttlt_jump_drops_nothing_under_a_generous_cap(
     with (tmp_path / "locust_stats_history.csv").open() as handle:
         counts = [int(row["User Count"]) for row in csv.DictReader(handle)]
     assert max(counts) >= needed, (max(counts), needed)
+    # The summary's users: the second step ran at least the streams it had in flight, far
+    # below the cap.
+    last = summary["steps"][-1]
+    assert needed <= last["peak_users"] < last["max_users"] == 200, last
 
 
 def test_ttlt_jump_with_a_small_cap_drops_what_exceeds_it(
@@ -91,6 +95,9 @@ def test_ttlt_jump_with_a_small_cap_drops_what_exceeds_it(
     for step in summary["steps"]:
         assert step["lost"] == 0
         assert step["scheduled"] == step["dispatched"] + step["dropped"], step
+        if step["dropped"]:  # the summary says why: the worker ran every user of the cap
+            (worker,) = step["by_worker"].values()
+            assert worker["peak_users"] == worker["max_users"] == step["max_users"] == cap
     # Never more than the cap in flight, and an arrival was dropped only when the cap was: at
     # each dropped arrival's due time all `cap` users were busy (50 ms either side for a
     # user's own bookkeeping around its request on a loaded machine).
