@@ -75,7 +75,7 @@ from ramplab.plugin.master import MasterEngine
 from ramplab.plugin.ondemand import keep_users
 from ramplab.plugin.progress import ProgressWriter
 from ramplab.plugin.role import Role
-from ramplab.plugin.webui import install_live_tab
+from ramplab.plugin.webui import install_tab
 from ramplab.plugin.worker import WorkerEngine
 from ramplab.results.failures import ceiling_verdict, kinds_text
 from ramplab.results.outcome import exit_code
@@ -164,7 +164,7 @@ class RamplabPlugin:
             self._start_engines(run, settings.model)
         web_ui = getattr(self.environment, "web_ui", None)
         if web_ui is not None and self.master_engine is not None:
-            install_live_tab(web_ui, self.master_engine.live)
+            install_tab(web_ui, self.master_engine)
         if Exporters.wanted(metrics, self.role):
             assert runner is not None
             self.exporters = Exporters(metrics, runner, self.worker_engine, self.master_engine)

@@ -7,7 +7,8 @@ it. When the master announces a new membership epoch the pacer is re-split from 
 the schedule is read again from the start (its arrivals before the change are only counted, not
 kept), a CPU cost paid once per membership change, where keeping the schedule to re-split it would
 cost its whole size in memory for the whole run. Every half second it reports per-stage counts of
-dispatched and dropped arrivals (measured windows only), users busy, and the durations of the
+dispatched and dropped arrivals, of finished and good requests and its peak users (measured windows
+only), its users (busy, running, its cap), and the durations of the
 requests finished since the last report (for the master's user sizing), its self-check per stage
 (``ramplab.results.selfcheck``: its CPU and its event loop's lag), and the requests it has in
 flight. The records finished since the last report go just before it, taken at the same instant:
@@ -65,6 +66,10 @@ class WorkerEngine:
         # Per stage's measured window, the most users this worker ran: beside its cap, it tells
         # what dropped arrivals (``recommend.dropped_arrivals``).
         self._peak_users: MeasuredPeak | None = None
+        # Per stage's measured window, the records finished and those that were good (met the
+        # SLO, or succeeded without one): the live SLO attainment of the web UI's tab.
+        self._finished: MeasuredCounter | None = None
+        self._good: MeasuredCounter | None = None
         self._durations: list[float] = []
         # Per step, sketches of the successful records' latencies since the last report: the
         # live figures the master merges (``live.py``); the summary is exact, from the records.
@@ -89,6 +94,8 @@ class WorkerEngine:
         self._dispatched = MeasuredCounter(self.shape)
         self._dropped = MeasuredCounter(self.shape)
         self._peak_users = MeasuredPeak(self.shape)
+        self._finished = MeasuredCounter(self.shape)
+        self._good = MeasuredCounter(self.shape)
         self._greenlets.append(gevent.spawn(self._report_loop))
         self._greenlets.append(gevent.spawn(self._health_loop, self.health))
         if plan.mode != "open":
@@ -220,6 +227,11 @@ class WorkerEngine:
             self.observe_s(record.total_ms / 1000.0)
         if record.ok and record.step is not None:
             self.live.add(record)
+        if self._finished is not None and self._good is not None and self.plan is not None:
+            offset = record.intended_start - self.plan.start_epoch
+            self._finished.add(offset)
+            if record.slo_ok if record.slo_ok is not None else record.ok:
+                self._good.add(offset)
 
     def observe_s(self, seconds: float) -> None:
         """How long one arrival held its user (a request, or a whole session)."""
@@ -244,6 +256,8 @@ class WorkerEngine:
             "peak_users": list(self._peak_users.peaks) if self._peak_users is not None else [],
             "max_users": self.max_users(),
             "users_on_demand": self.on_demand.started,
+            "finished": list(self._finished.counts) if self._finished is not None else [],
+            "good": list(self._good.counts) if self._good is not None else [],
             "idle": self.dispatcher.idle,
             "durations_s": durations,
             "health": self.health.report() if self.health is not None else [],
