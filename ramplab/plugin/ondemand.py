@@ -28,6 +28,11 @@ request in flight gets an ``unfinished`` record like any other). What that asks 
   when the user is started: if Locust kills the user before its greenlet first runs (the run
   stopped in between), ``leftovers`` gives the arrival back and the engine counts it as dropped,
   so ``scheduled = dispatched + dropped + lost`` still holds.
+
+Rejected: a bare greenlet outside Locust's users (Locust's counts would lie and its stop would
+not reach it); asking the master for users (a message and a shape tick away: the arrival would
+wait a second or be dropped anyway); spawning the whole cap up front (1,000 parked users by
+default, and the user count would always read the cap, saying nothing of the need).
 """
 
 from __future__ import annotations
