@@ -1,9 +1,9 @@
 """``report.md``: a run's report readable on its own, in a terminal or a pull request.
 
-Order: what ran; the recommendations (what a reader should do or distrust first); the per-step
-table; every latency with every percentile; what the generator delivered per step (lateness,
-drops, retries); where the time goes (the phase breakdown); the totals; the gates. The charts
-are in ``report.html`` beside it.
+Order: the verdict (``verdict.py``); warnings; what ran, folded; the recommendations (what a
+reader should do or distrust first); the per-step table; every latency with every percentile;
+what the generator delivered per step (lateness, drops, retries); where the time goes (the
+phase breakdown); the totals; the gates. The charts are in ``report.html`` beside it.
 """
 
 from __future__ import annotations
@@ -29,13 +29,20 @@ from ramplab.report.tables import (
     totals_table,
     turns_table,
 )
+from ramplab.report.verdict import Verdict
 from ramplab.results.breakdown import breakdowns
 from ramplab.results.digest import RunDigest
 from ramplab.results.summary import GateVerdict, RunSummary
 from ramplab.results.trust import run_warnings
 from ramplab.runs.rundir import RunDir
 
-__all__ = ["RunMeta", "markdown_table", "recommendation_lines", "render_markdown"]
+__all__ = [
+    "RunMeta",
+    "markdown_table",
+    "recommendation_lines",
+    "render_markdown",
+    "verdict_lines",
+]
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,11 @@ def recommendation_lines(recommendations: Sequence[Recommendation]) -> list[str]
     return [f"- **{r.severity}** — {r.message} (`{r.rule}`)" for r in recommendations] + [""]
 
 
+def verdict_lines(verdict: Verdict) -> list[str]:
+    """The verdict block: a bold label and its sentence a line."""
+    return ["## Verdict", "", *(f"- **{label}**: {text}" for label, text in verdict.lines()), ""]
+
+
 def render_markdown(
     name: str,
     meta: RunMeta,
@@ -101,20 +113,25 @@ def render_markdown(
     digest: RunDigest,
     recommendations: Sequence[Recommendation],
     gates: Sequence[GateVerdict] = (),
+    verdict: Verdict | None = None,
 ) -> str:
     parts = [f"# ramplab run `{name}`", ""]
-    if meta.data.get("command"):
-        parts += ["Command:", "", "```", str(meta.data["command"]), "```", ""]
-    parts += [f"- {k}: `{v}`" for k, v in meta.facts(summary)]
+    if verdict is not None:
+        parts += verdict_lines(verdict)
     for warning in run_warnings(summary):
-        parts += ["", f"> **{warning}**"]
+        parts += [f"> **{warning}**", ""]
     if summary.stopped_at_s is not None:
-        parts.append(
-            f"- interrupted after {summary.stopped_at_s:.1f} s: steps cover what ran before"
-        )
+        parts += [f"- interrupted after {summary.stopped_at_s:.1f} s: steps cover what ran before"]
     elif summary.rebuilt:
         parts.append("- summary rebuilt from the records (the run did not write one)")
     parts += [f"- **{line}**" for line in incomplete_lines(summary)]
+    # What ran: folded, so the answer comes first (GitHub and most viewers render <details>).
+    parts += ["", "<details><summary>The run: command, target, shape, workers, clocks</summary>",
+              ""]  # fmt: skip
+    if meta.data.get("command"):
+        parts += ["Command:", "", "```", str(meta.data["command"]), "```", ""]
+    parts += [f"- {k}: `{v}`" for k, v in meta.facts(summary)]
+    parts += ["", "</details>"]
     parts += ["", "## Recommendations", "", *recommendation_lines(recommendations)]
     columns = step_columns(summary)
     table = markdown_table([c[0] for c in columns], rows(summary, columns))

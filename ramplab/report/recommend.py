@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from ramplab.results.breakdown import group_breakdown
 from ramplab.results.digest import RunDigest, StepDigest
 from ramplab.results.offered import offered_load, where
 from ramplab.results.summary import RunSummary, StepStats
+from ramplab.results.trust import TAIL_SAMPLE, late
 from ramplab.runs.rundir import RunDir, write_atomically
 
 __all__ = [
@@ -169,18 +170,21 @@ def dropped_arrivals(ev: Evidence, th: Thresholds) -> Recommendation | None:
 
 
 def generator_lateness(ev: Evidence, th: Thresholds) -> Recommendation | None:
-    """The client sent requests late (coordinated omission risk)."""
-    flagged = [s for s in ev.summary.steps if (s.lateness_ms.p99 or 0.0) >= th.lateness_p99_ms]
-    if not flagged:
+    """The client sent requests late (coordinated omission risk), judged as the run's trust
+    status judges it (``results/trust.py``: p99 over enough requests, p90 over fewer)."""
+    judged = [(s, j) for s in ev.summary.steps if (j := late(s, th.lateness_p99_ms)) is not None]
+    if not judged:
         return None
+    flagged = [s for s, _ in judged]
     first = min(flagged, key=lambda s: offered_load(s)[0])
-    worst = max(s.lateness_ms.p99 or 0.0 for s in flagged)
+    name, worst = max((j for _, j in judged), key=lambda j: j[1])
     return Recommendation(
         "generator_lateness", "distrust",
-        f"lateness p99 {worst:.0f} ms {where(flagged, ev.summary.steps)} (threshold "
-        f"{th.lateness_p99_ms:g} ms): the generator sent late; results at {_load(first)} and "
-        "above are not trustworthy (add workers or users, or lower the rate); TTFT from the "
-        "intended start keeps the delay, TTFT from send hides it",
+        f"lateness {name} {worst:.0f} ms {where(flagged, ev.summary.steps)} (threshold "
+        f"{th.lateness_p99_ms:g} ms; p99 over ≥ {TAIL_SAMPLE} sent requests, else p90): the "
+        f"generator sent late, so results at {_load(first)} and above describe a later load "
+        "than asked (add workers or users, or lower the rate); TTFT from the intended start "
+        "keeps the delay, TTFT from send hides it",
         "lateness_ms.p99", worst, th.lateness_p99_ms, tuple(s.index for s in flagged),
     )  # fmt: skip
 
@@ -409,12 +413,21 @@ def recommend(
     return sorted(fired, key=lambda r: _ORDER[r.severity])
 
 
+class _Judged(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
 def write_recommendations(
-    run_dir: Path, recommendations: Sequence[Recommendation], thresholds: Thresholds | None = None
+    run_dir: Path,
+    recommendations: Sequence[Recommendation],
+    thresholds: Thresholds | None = None,
+    verdict: _Judged | None = None,
 ) -> Path:
-    """``recommendations.json`` beside ``summary.json``: the fired rules and the thresholds."""
+    """``recommendations.json`` beside ``summary.json``: the verdict (``verdict.py``), the
+    fired rules and the thresholds."""
     path = run_dir / RECOMMENDATIONS_FILE
     data = {
+        "verdict": None if verdict is None else verdict.to_json(),
         "recommendations": [r.to_json() for r in recommendations],
         "thresholds": asdict(thresholds or Thresholds()),
         "rules": [rule.__name__ for rule in RULES],

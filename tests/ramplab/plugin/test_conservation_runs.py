@@ -216,6 +216,6 @@ def test_interrupted_run_records_what_was_in_flight(tmp_path: Path, workers: int
            step["completed"], step["failed"], step["unfinished"], 0]  # fmt: skip
     assert re.search(r"│\s+0\s+│\s+" + r"\s+│\s+".join(map(str, row)) + r"\s+│", screen), screen
     assert "incomplete: the run was stopped at" in screen
-    text = write_report(run.out, parsed).read_text()
+    text = write_report(run.out, parsed).markdown.read_text()
     assert "## Every request accounted for" in text
     assert "- **incomplete: the run was stopped at" in text

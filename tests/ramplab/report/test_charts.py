@@ -172,7 +172,7 @@ def test_write_report_writes_all_three_files_and_is_reproducible(tmp_path: Path)
     for r in run.records:
         writer.write(r)
     writer.close()
-    md = write_report(tmp_path, summary).read_text(encoding="utf-8")
+    md = write_report(tmp_path, summary).markdown.read_text(encoding="utf-8")
     for heading in ("## Recommendations", "## Per step", "## Latency percentiles",
                     "## What the generator delivered", "## Where the time goes"):  # fmt: skip
         assert heading in md, heading

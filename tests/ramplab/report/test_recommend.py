@@ -79,6 +79,18 @@ def test_connection_setup_silent_with_keep_alive() -> None:
     assert fire(rules.connection_setup, steady()) is None
 
 
+def test_generator_lateness_judges_a_small_step_at_p90_not_at_its_maximum() -> None:
+    # 80 requests: p99 is about the largest value; two late sends of 80 do not flag the step.
+    few_late = [*full(8, 1)[:78], *full(8, 1, lateness_ms=300.0)[78:]]
+    assert fire(rules.generator_lateness, Run((2, 8), [full(2, 0), few_late])) is None
+    mostly_late = Run((2, 8), [full(2, 0), full(8, 1, lateness_ms=120.0)])
+    got = fire(rules.generator_lateness, mostly_late)
+    assert got is not None
+    assert got.message.startswith("lateness p90 120 ms at ≥ 8 QPS")
+    # Fewer than ten sent requests are not judged on lateness at all.
+    assert fire(rules.generator_lateness, Run((0.5,), [full(0.5, 0, lateness_ms=500.0)])) is None
+
+
 def test_dropped_arrivals_cites_the_worst_step() -> None:
     run = steady((10, 50))
     run.steps[1] = run.steps[1][:480]
@@ -92,11 +104,11 @@ def test_dropped_arrivals_cites_the_worst_step() -> None:
 
 
 def test_generator_lateness_marks_results_from_that_load_up() -> None:
-    run = Run((2, 8), [full(2, 0), full(8, 1, lateness_ms=120.0, ttlt_ms=220.0)])
+    run = Run((2, 20), [full(2, 0), full(20, 1, lateness_ms=120.0, ttlt_ms=220.0)])
     got = fire(rules.generator_lateness, run)
     assert got is not None
-    assert got.message.startswith("lateness p99 120 ms at ≥ 8 QPS (threshold 20 ms)")
-    assert "results at 8 QPS and above are not trustworthy" in got.message
+    assert got.message.startswith("lateness p99 120 ms at ≥ 20 QPS (threshold 20 ms")
+    assert "results at 20 QPS and above describe a later load than asked" in got.message
     assert got.severity == "distrust"
     assert fire(rules.generator_lateness, steady()) is None
 
