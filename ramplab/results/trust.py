@@ -153,8 +153,9 @@ MIN_LATENESS_SAMPLE = 10
 
 @dataclass(frozen=True, slots=True)
 class StepTrust:
-    """One step's standing: ``untrusted`` (its figures measured the generator, or its stamps
-    cannot vouch for the tails: the run exits 4), ``caution`` (the load it offered was late or
+    """One step's standing: ``untrusted`` (its figures measured the generator — the run exits
+    4 —, or its stamps cannot vouch for the tails — gates on timing figures read
+    ``untrusted``), ``caution`` (the load it offered was late or
     thinned by drops: the figures are exact, but for a lighter or later load than asked) or
     ``trusted``, with the reasons."""
 

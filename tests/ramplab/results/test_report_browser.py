@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.ramplab.report.test_charts import KEYS
-from tests.support.browser import CHROMIUM, NO_CHROMIUM, console_errors, render
+from tests.support.browser import CHROMIUM, NO_CHROMIUM, WINDOW, console_errors, render
 from tests.support.cli import ramplab
 
 pytestmark = pytest.mark.slow
@@ -35,6 +35,22 @@ def test_a_real_report_renders_in_chromium_with_data_in_every_chart(
         assert chart["svg"] >= 1, chart_id
         assert chart["traces"], chart_id
         assert sum(chart["traces"]) > 0, (chart_id, chart["traces"])
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
+def test_the_verdict_is_in_the_first_viewport(report_run: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "first-viewport.png"
+    probe, _ = render(report_run / "report.html", tmp_path, screenshot=shot)
+    verdict = probe["verdict"]
+    assert verdict is not None, "no verdict block in report.html"
+    # The window's height less the browser's own bars.
+    assert WINDOW[1] / 2 < probe["viewport"] <= WINDOW[1]
+    assert 0 <= verdict["top"] < verdict["bottom"] <= probe["viewport"], verdict
+    text = verdict["text"]
+    for label in ("SLO", "answer", "knee", "trust", "next"):
+        assert label in text, text
+    assert "ttft_ms ≤" in text  # the run's own SLO, named
+    assert shot.stat().st_size > 10_000  # a real picture of the page, kept for a reader
 
 
 def test_the_real_run_has_retries_recommendations_and_every_percentile(report_run: Path) -> None:
