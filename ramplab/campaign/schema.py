@@ -252,6 +252,8 @@ class Campaign(_Strict):
     max_users: int = _default("max_users")
     headroom: float = _default("headroom")
     drain_s: float = _default("drain_s")
+    # The server's own Prometheus figures (ramplab/results/engine.py): auto, off or a URL.
+    engine_metrics: str = _default("engine_metrics")
     retry: dict[str, Any] | str | None = _default("retry")
     slo: dict[str, float] | None = _default("slo")
     # START+DURATION in run time: an outage window the master sets on the reference target.

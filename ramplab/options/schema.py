@@ -310,6 +310,10 @@ OPTIONS: tuple[Option, ...] = (
           "duration_prior_s"),
     _ramp("--ramplab-retry", kinds.RETRY, None, "retry policy: name or JSON mapping", "retry",
           campaign="retry"),
+    _ramp("--ramplab-engine-metrics", kinds.ENGINE_METRICS, "auto",
+          "the server's Prometheus figures, scraped each second: auto (ORIGIN/metrics, if the "
+          "server exposes a known engine's), off, or a URL", "engine_metrics",
+          campaign="engine_metrics"),
     _ramp("--ramplab-slo", kinds.SLO, None, "per-request SLOs, e.g. 'ttft_ms<=800'", "slo",
           campaign="slo"),
     # A campaign's gates reach the master through `ramplab run`, which adds its own `--gate`s.

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ramplab.report.accounting import ACCOUNTING_NOTE, accounting_table, incomplete_lines
 from ramplab.report.charts import Chart, LabelledRun, charts_html, plotly_script, run_charts
+from ramplab.report.engine import ENGINE_NOTE, engine_table, engine_totals
 from ramplab.report.markdown import RunMeta
 from ramplab.report.recommend import Recommendation
 from ramplab.report.tables import (
@@ -156,6 +157,11 @@ def write_html(
     ]
     if groups:
         after += ["<h2>Where the time goes</h2>", html_table(phase_table(groups))]
+    engine = engine_table(summary)
+    if engine[1]:
+        said = " ".join(filter(None, (engine_totals(summary), ENGINE_NOTE)))
+        after += ["<h2>The server's own figures</h2>", f"<p>{html.escape(said)}</p>",
+                  html_table(engine)]  # fmt: skip
     after += [
         "<h2>Every request accounted for</h2>",
         f"<p>{html.escape(ACCOUNTING_NOTE)}</p>",

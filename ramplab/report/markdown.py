@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ramplab.report.accounting import ACCOUNTING_NOTE, accounting_table, incomplete_lines
+from ramplab.report.engine import ENGINE_NOTE, engine_table, engine_totals
 from ramplab.report.recommend import Recommendation
 from ramplab.report.tables import (
     Table,
@@ -158,6 +159,8 @@ def render_markdown(
         "over every measured step. Server phases lie inside the client's wait + stream; the "
         "join rule is in docs/report.md.",
     )
+    parts += _section("The server's own figures", engine_table(summary),
+                      " ".join(filter(None, (engine_totals(summary), ENGINE_NOTE))))  # fmt: skip
     parts += _section("Every request accounted for", accounting_table(summary), ACCOUNTING_NOTE)
     parts += _section("Over all measured windows", totals_table(summary))
     if gates:

@@ -78,8 +78,11 @@ class Verdict:
             return f"no step measured a request, so nothing could be judged against {criterion}"
         if self.highest is None:
             first = self.steps[0]
-            why = "" if first.trusted else ", and its figures are untrusted"
-            return f"misses {criterion} from the lowest step, {first.describe()}{why}"
+            if not first.trusted:
+                return (
+                    f"cannot judge {criterion}: the lowest step, {first.describe()}, is untrusted"
+                )
+            return f"misses {criterion} from the lowest step, {first.describe()}"
         text = f"meets {criterion} up to {self.highest.describe()}"
         if self.first_miss is None:
             return text + ", the highest step: the limit lies beyond the ramp"
