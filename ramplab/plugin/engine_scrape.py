@@ -71,7 +71,7 @@ class EngineScraper:
             return False
         log.info("engine metrics: %s from %s", self.engine, self.url)
         self._record(response.text)
-        return True
+        return self.engine is not None
 
     def _say(self, message: str) -> None:
         # auto finding nothing is the common case (a server without /metrics): info only.
@@ -79,7 +79,12 @@ class EngineScraper:
 
     def _record(self, text: str) -> None:
         assert self.engine is not None
-        write_sample(self.path, parse(text, self.engine, time.time()))
+        try:
+            write_sample(self.path, parse(text, self.engine, time.time()))
+        except OSError as exc:  # the results disk is full: the records matter more
+            log.warning("engine metrics stopped: %s: %s", self.path, exc.strerror)
+            self.engine = None
+            return
         self.scrapes += 1
 
     def scrape(self) -> None:
@@ -89,7 +94,7 @@ class EngineScraper:
             response = self.client.get(self.url)
             response.raise_for_status()
             self._record(response.text)
-        except (httpx.HTTPError, ValueError, OSError) as exc:
+        except (httpx.HTTPError, ValueError) as exc:
             log.debug("engine metrics scrape failed: %s", exc)
 
     def _loop(self) -> None:
