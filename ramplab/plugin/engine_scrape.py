@@ -65,7 +65,11 @@ class EngineScraper:
         if response.status_code != 200:
             self._say(f"no engine metrics: {self.url} answered {response.status_code}")
             return False
-        self.engine = detect(response.text)
+        try:
+            self.engine = detect(response.text)
+        except ValueError as exc:  # not Prometheus's text format
+            self._say(f"no engine metrics: {self.url} is not a Prometheus exposition ({exc})")
+            return False
         if self.engine is None:
             self._say(f"no engine metrics: {self.url} exposes no known engine's names")
             return False
