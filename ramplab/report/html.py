@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ramplab.report.accounting import ACCOUNTING_NOTE, accounting_table, incomplete_lines
-from ramplab.report.charts import Chart, LabelledRun, charts_html, plotly_script, run_charts
+from ramplab.report.charts import (
+    GOODPUT,
+    Chart,
+    LabelledRun,
+    charts_html,
+    plotly_script,
+    run_charts,
+)
 from ramplab.report.markdown import RunMeta
 from ramplab.report.recommend import Recommendation
 from ramplab.report.tables import (
@@ -41,6 +48,7 @@ text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:
 figure.chart{margin:0 0 1.5em 0;max-width:1100px}figcaption{font-size:12px;color:#555}
 li.distrust{color:#a40000}li.act{color:#7a4b00}li.note{color:#333}.sev{font-weight:600}
 p.warning{color:#a40000;border:1px solid #a40000;padding:6px 10px}
+p.chart-collapsed{color:#555;font-style:italic;margin:0 0 1.5em 0}
 """
 
 
@@ -118,9 +126,10 @@ def write_html(
         ]
     sections.append("<h2>Charts</h2>")
     after = [
-        "<h2>Latency percentiles over all measured windows</h2>",
+        "<h2>Latency percentiles per step</h2>",
         html_table(latency_table(summary)),
         "<h2>What the generator delivered, per step</h2>",
+        f"<p>{html.escape(GOODPUT)}.</p>",
         html_table(load_table(summary, run.digest)),
     ]
     if groups:

@@ -192,10 +192,12 @@ def test_write_report_writes_all_three_files_and_is_reproducible(tmp_path: Path)
         writer.write(r)
     writer.close()
     md = write_report(tmp_path, summary).read_text(encoding="utf-8")
-    for heading in ("## Recommendations", "## Per step", "## Latency percentiles",
+    for heading in ("## Recommendations", "## Per step", "## Latency percentiles per step",
                     "## What the generator delivered", "## Where the time goes"):  # fmt: skip
         assert heading in md, heading
-    assert "| TTFT | 100 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 |" in md
+    assert "| TTFT | 2 QPS | 20 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 |" in md
+    assert "|  | 8 QPS | 80 | 30.0 |" in md  # per step: no percentile pooled over loads
+    assert "over all measured windows" not in md.lower()
     assert "`tail_sample_size`" in md
     recs = orjson.loads((tmp_path / "recommendations.json").read_bytes())
     assert [r["rule"] for r in recs["recommendations"]] == ["tail_sample_size"]
