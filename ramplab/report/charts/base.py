@@ -131,10 +131,12 @@ def layout(fig: go.Figure, title: str, x: str, y: str, **extra: Any) -> go.Figur
 def step_layout(
     fig: go.Figure, runs: Sequence[LabelledRun], title: str, y: str, **extra: Any
 ) -> go.Figure:
-    """A per-step chart's layout: the offered load on x, logarithmic for a geometric ramp."""
+    """A per-step chart's layout: the offered load on x, logarithmic for a geometric ramp; y
+    from 0, so a change of 0.2 % does not fill the chart's height."""
     log = log_axis([x for r in runs for x in xs(r.summary)])
     label = x_title(runs) + (" (log)" if log else "")
-    return layout(fig, title, label, y, xaxis_type="log" if log else "linear", **extra)
+    settings = {"xaxis_type": "log" if log else "linear", "yaxis_rangemode": "tozero", **extra}
+    return layout(fig, title, label, y, **settings)
 
 
 def _groups(runs: Sequence[LabelledRun]) -> list[tuple[int, list[LabelledRun]]]:

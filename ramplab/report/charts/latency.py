@@ -65,8 +65,9 @@ def omission(runs: Sequence[LabelledRun]) -> Chart:
         per_step(fig, runs, f"TTFT {attr}: from intended − from send", gap, j, dash)
     title = "Coordinated omission: TTFT from the intended start minus from the send"
     return Chart("omission", title, step_layout(fig, runs, title, "ms added"),
-                 "what the generator's own delay adds to each TTFT percentile: near 0 means "
-                 "TTFT measured from the send is honest", per_step=True)  # fmt: skip
+                 "what the client added before the final send — its lateness, and earlier "
+                 "attempts and back-off when retried — to each TTFT percentile: near 0, TTFT "
+                 "from the send tells the whole story", per_step=True)  # fmt: skip
 
 
 def reasoning(runs: Sequence[LabelledRun]) -> Chart:

@@ -42,36 +42,41 @@ def throughput(runs: Sequence[LabelledRun]) -> Chart:
 
 
 def pareto(runs: Sequence[LabelledRun]) -> Chart:
-    """Throughput against latency: one point per step at its achieved output tokens/s and its
-    TTFT p50/p99 and ITL p50, labelled with the step's offered load — the capacity curve."""
+    """Throughput against latency: one point per step at its achieved output tokens/s, its TTFT
+    p50/p99 on the left axis and its ITL p50 on the right, each point labelled with the step's
+    offered load — the capacity curve."""
     fig = go.Figure()
     several = len(runs) > 1
-    series = (("ttft_ms", "p50", "TTFT p50", "solid"), ("ttft_ms", "p99", "TTFT p99", "dot"),
-              ("itl_ms", "p50", "ITL p50", "dash"))  # fmt: skip
+    series = (("ttft_ms", "p50", "TTFT p50", "solid", "y"), ("ttft_ms", "p99", "TTFT p99", "dot",
+              "y"), ("itl_ms", "p50", "ITL p50 (right axis)", "dash", "y2"))  # fmt: skip
     for i, run in enumerate(runs):
         steps = run.summary.steps
         x = [s.output_tokens_per_s for s in steps]
         labels = [f"{offered_load(s)[0]:g} {offered_load(s)[1]}" for s in steps]
-        for j, (field, attr, what, dash) in enumerate(series):
+        for j, (field, attr, what, dash, axis) in enumerate(series):
             hue = (run.colour or colour(i)) if several else colour(j)
             fig.add_trace(
                 go.Scatter(
                     x=x,
                     y=[getattr(getattr(s, field), attr) for s in steps],
                     name=f"{run.label} · {what}" if several else what,
-                    mode="lines+markers+text" if j == 0 else "lines+markers",
+                    mode="lines+markers+text" if j == 1 else "lines+markers",
                     text=labels,
                     textposition="top center",
                     line={"color": hue, "dash": dash},
                     legendgroup=run.group or run.label,
+                    yaxis=axis,
                 )
             )
-    slo_lines(fig, runs, "ttft_ms", log=True)
+    slo_lines(fig, runs, "ttft_ms")
     title = "Throughput vs latency (one point per step, labelled with its offered load)"
-    fig = layout(fig, title, "achieved output tokens/s", "ms (log)", yaxis_type="log")
+    fig = layout(fig, title, "achieved output tokens/s", "TTFT ms", yaxis_rangemode="tozero",
+                 xaxis_rangemode="tozero", margin={"l": 60, "r": 60, "t": 50, "b": 50},
+                 yaxis2={"title": "ITL ms", "overlaying": "y", "side": "right",
+                         "rangemode": "tozero", "showgrid": False})  # fmt: skip
     return Chart("pareto", "Throughput vs latency", fig,
-                 "read it as a capacity curve: where latency turns up while tokens/s stops "
-                 "growing is the knee")  # fmt: skip
+                 "a capacity curve: where TTFT turns up while tokens/s stops growing is the knee; "
+                 "output tokens/s as the per-step table counts them")  # fmt: skip
 
 
 def concurrency(runs: Sequence[LabelledRun]) -> Chart:

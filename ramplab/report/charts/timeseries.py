@@ -63,7 +63,7 @@ def timeline(runs: Sequence[LabelledRun]) -> Chart:
     title = "The run second by second"
     fig = layout(fig, title, "", "", height=640)
     fig.update_xaxes(title_text="seconds since the run's start", row=3, col=1)
-    fig.update_yaxes(type="log", row=3, col=1)
+    fig.update_yaxes(rangemode="tozero")
     return Chart("timeline", title, fig,
                  "sent: by first send; failed and TTFT: by intended start; in flight: time-"
                  "average within each second; TTFT percentiles within 1 % (per-step figures "
