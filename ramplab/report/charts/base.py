@@ -133,9 +133,13 @@ def step_layout(
 ) -> go.Figure:
     """A per-step chart's layout: the offered load on x, logarithmic for a geometric ramp; y
     from 0, so a change of 0.2 % does not fill the chart's height."""
-    log = log_axis([x for r in runs for x in xs(r.summary)])
+    loads = sorted({x for r in runs for x in xs(r.summary)})
+    log = log_axis(loads)
     label = x_title(runs) + (" (log)" if log else "")
-    settings = {"xaxis_type": "log" if log else "linear", "yaxis_rangemode": "tozero", **extra}
+    settings: dict[str, Any] = {"xaxis_type": "log" if log else "linear",
+                                "yaxis_rangemode": "tozero", **extra}  # fmt: skip
+    if log:  # a tick at each step's load, not plotly's 2 … 9 between the decades
+        settings["xaxis"] = {"tickvals": loads, "ticktext": [f"{x:g}" for x in loads]}
     return layout(fig, title, label, y, **settings)
 
 

@@ -13,6 +13,7 @@ from ramplab.report.charts.base import (
     LabelledRun,
     colour,
     layout,
+    log_axis,
     per_step,
     slo_lines,
     step_layout,
@@ -70,7 +71,10 @@ def pareto(runs: Sequence[LabelledRun]) -> Chart:
             )
     slo_lines(fig, runs, "ttft_ms")
     title = "Throughput vs latency (one point per step, labelled with its offered load)"
-    fig = layout(fig, title, "achieved output tokens/s", "TTFT ms", yaxis_rangemode="tozero",
+    # A geometric ramp's tokens/s span as many decades as its loads: log x keeps them apart.
+    log = log_axis([x for r in runs for x in xs(r.summary)])
+    fig = layout(fig, title, "achieved output tokens/s" + (" (log)" if log else ""), "TTFT ms",
+                 xaxis_type="log" if log else "linear", yaxis_rangemode="tozero",
                  xaxis_rangemode="tozero", margin={"l": 60, "r": 60, "t": 50, "b": 50},
                  yaxis2={"title": "ITL ms", "overlaying": "y", "side": "right",
                          "rangemode": "tozero", "showgrid": False})  # fmt: skip

@@ -59,7 +59,8 @@ def timeline(runs: Sequence[LabelledRun]) -> Chart:
                 label = {"annotation_text": f"{value:g} {unit}",
                          "annotation_position": "top left"} if row == 1 else {}  # fmt: skip
                 fig.add_vrect(x0=start, x1=start + step.measured_s, fillcolor="#888",
-                              opacity=0.08, line_width=0, row=row, col=1, **label)  # fmt: skip
+                              opacity=0.08, line={"color": "#999", "width": 1}, row=row, col=1,
+                              **label)  # fmt: skip
     title = "The run second by second"
     fig = layout(fig, title, "", "", height=640)
     fig.update_xaxes(title_text="seconds since the run's start", row=3, col=1)

@@ -61,6 +61,8 @@ def test_every_per_step_chart_of_a_geometric_ramp_is_drawn_on_log_x() -> None:
     for chart in per_step:
         assert figure(chart).layout.xaxis.type == "log", chart.key
         assert "(log)" in figure(chart).layout.xaxis.title.text
+        assert list(figure(chart).layout.xaxis.tickvals) == list(rates)  # a tick per step
+    assert figure(drawn["pareto"]).layout.xaxis.type == "log"  # 10 to 2,000 tokens/s
     # y = x stays y = x: a point at every load, not a straight segment from 0 on a log axis
     assert list(trace(drawn["throughput"], "offered (y = x)").x) == [float(r) for r in rates]
     linear = charts(one(steady((2, 8))))
