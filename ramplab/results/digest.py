@@ -206,9 +206,11 @@ class _Acc:
                 np.column_stack([np.maximum(start[inside], lo), np.minimum(end[inside], hi)])
             )
 
-    def concurrency(self, window_s: float) -> tuple[float | None, int | None]:
-        """(time-average, peak) of the requests in flight over a window of ``window_s``."""
-        if window_s <= 0:
+    def concurrency(self, window_s: float, read: bool) -> tuple[float | None, int | None]:
+        """(time-average, peak) of the requests in flight over a window of ``window_s``; not
+        known without a window or without records (a summary alone)."""
+        if window_s <= 0 or not read:
+            self.flights = []
             return None, None
         spans = np.vstack(self.flights) if self.flights else np.empty((0, 2))
         self.flights = []
@@ -220,13 +222,13 @@ class _Acc:
         order = np.lexsort((deltas, times))  # at a tie an end comes first: intervals [send, end)
         return mean, int(np.cumsum(deltas[order]).max())
 
-    def freeze(self, index: int, window_s: float) -> StepDigest:
+    def freeze(self, index: int, window_s: float, read: bool) -> StepDigest:
         """The step's digest; each field's chunks are released as it is joined, so the peak
         is the digest plus its largest field, not twice the digest."""
         phases = (np.vstack(self.phases) if self.phases
                   else np.empty((0, len(PHASE_COLUMNS))))  # fmt: skip
         self.phases = []
-        in_flight_mean, in_flight_max = self.concurrency(window_s)
+        in_flight_mean, in_flight_max = self.concurrency(window_s, read)
         return StepDigest(
             index=index,
             ttft_ms=_array(self.ttft),
@@ -325,7 +327,7 @@ def digest_batches(batches: Iterable[pa.RecordBatch], summary: RunSummary) -> Ru
         for index in np.unique(group[group >= 0]).tolist():
             accs[index].add(batch.filter(pa.array(group == index)))
     steps = tuple(
-        acc.freeze(summary.steps[i].index, summary.steps[i].measured_s)
+        acc.freeze(summary.steps[i].index, summary.steps[i].measured_s, read > 0)
         for i, acc in enumerate(accs)
     )
     return RunDigest(steps, read, timeline.finish())

@@ -50,22 +50,29 @@ def pareto(runs: Sequence[LabelledRun]) -> Chart:
     several = len(runs) > 1
     series = (("ttft_ms", "p50", "TTFT p50", "solid", "y"), ("ttft_ms", "p99", "TTFT p99", "dot",
               "y"), ("itl_ms", "p50", "ITL p50 (right axis)", "dash", "y2"))  # fmt: skip
+    seen: set[str] = set()
     for i, run in enumerate(runs):
         steps = run.summary.steps
         x = [s.output_tokens_per_s for s in steps]
         labels = [f"{offered_load(s)[0]:g} {offered_load(s)[1]}" for s in steps]
-        for j, (field, attr, what, dash, axis) in enumerate(series):
+        group = run.group or run.label
+        # Overlaid: TTFT only, a variant's repeats one legend entry, the later ones faint.
+        repeat = group in seen
+        seen.add(group)
+        for j, (field, attr, what, dash, axis) in enumerate(series[:2] if several else series):
             hue = (run.colour or colour(i)) if several else colour(j)
             fig.add_trace(
                 go.Scatter(
                     x=x,
                     y=[getattr(getattr(s, field), attr) for s in steps],
-                    name=f"{run.label} · {what}" if several else what,
-                    mode="lines+markers+text" if j == 1 else "lines+markers",
+                    name=f"{group} · {what}" if several else what,
+                    mode="lines+markers+text" if j == 1 and not repeat else "lines+markers",
                     text=labels,
                     textposition="top center",
                     line={"color": hue, "dash": dash},
-                    legendgroup=run.group or run.label,
+                    opacity=0.45 if repeat else 1.0,
+                    showlegend=not repeat,
+                    legendgroup=group,
                     yaxis=axis,
                 )
             )
@@ -73,11 +80,12 @@ def pareto(runs: Sequence[LabelledRun]) -> Chart:
     title = "Throughput vs latency (one point per step, labelled with its offered load)"
     # A geometric ramp's tokens/s span as many decades as its loads: log x keeps them apart.
     log = log_axis([x for r in runs for x in xs(r.summary)])
+    right = {} if several else {"yaxis2": {"title": "ITL ms", "overlaying": "y", "side": "right",
+                                           "rangemode": "tozero", "showgrid": False}}  # fmt: skip
     fig = layout(fig, title, "achieved output tokens/s" + (" (log)" if log else ""), "TTFT ms",
                  xaxis_type="log" if log else "linear", yaxis_rangemode="tozero",
                  xaxis_rangemode="tozero", margin={"l": 60, "r": 60, "t": 50, "b": 50},
-                 yaxis2={"title": "ITL ms", "overlaying": "y", "side": "right",
-                         "rangemode": "tozero", "showgrid": False})  # fmt: skip
+                 **right)  # fmt: skip
     return Chart("pareto", "Throughput vs latency", fig,
                  "a capacity curve: where TTFT turns up while tokens/s stops growing is the knee; "
                  "output tokens/s as the per-step table counts them")  # fmt: skip

@@ -14,6 +14,7 @@ import pytest
 
 from ramplab.report.charts import Chart, LabelledRun, run_charts
 from ramplab.report.charts.base import log_axis
+from ramplab.results.digest import digest_records
 from ramplab.results.slo import RequestSlo
 from tests.ramplab.results.handmade import Run, failed, full, rec, steady
 
@@ -198,3 +199,18 @@ def test_an_experiments_repeats_are_one_band_per_variant_and_percentile() -> Non
     high, low = ttft.data[0], ttft.data[1]
     assert (list(low.y), list(high.y)) == ([30.0, 30.0], [40.0, 40.0])
     assert low.fill == "tonexty"
+    pareto = figure(charts(*runs)["pareto"])
+    shown = [t.name for t in pareto.data if t.showlegend is not False]
+    assert shown == ["a · TTFT p50", "a · TTFT p99", "b · TTFT p50", "b · TTFT p99"]
+    assert [t.opacity for t in pareto.data] == [1.0, 1.0, 0.45, 0.45] * 2  # repeats faint
+
+
+def test_requests_in_flight_are_unknown_without_records() -> None:
+    run = steady((2, 8))
+    summary = run.summary()
+    alone = digest_records(iter([]), summary)  # a summary whose records are gone
+    assert [d.in_flight_mean for d in alone.steps] == [None, None]
+    assert [d.in_flight_max for d in alone.steps] == [None, None]
+    assert alone.timeline.sent.size == 0
+    chart = charts(LabelledRun("r", summary, alone))["concurrency"]
+    assert list(trace(chart, "mean in flight").y) == [None, None]  # a gap, not 0
