@@ -198,11 +198,13 @@ def test_write_report_writes_all_three_files_and_is_reproducible(tmp_path: Path)
     assert "| TTFT | 2 QPS | 20 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 |" in md
     assert "|  | 8 QPS | 80 | 30.0 |" in md  # per step: no percentile pooled over loads
     assert "over all measured windows" not in md.lower()
+    assert "Goodput: the requests per second that met every SLO" in md  # beside its figures
     assert "`tail_sample_size`" in md
     recs = orjson.loads((tmp_path / "recommendations.json").read_bytes())
     assert [r["rule"] for r in recs["recommendations"]] == ["tail_sample_size"]
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert html.count('class="plotly-graph-div"') == len(drawn()) - 1
+    assert "goodput: the requests that met every SLO (or succeeded, without an SLO)" in html
     write_report(tmp_path, summary)
     assert (tmp_path / "report.md").read_text(encoding="utf-8") == md
 
