@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ramplab.report.accounting import ACCOUNTING_NOTE, accounting_table, incomplete_lines
-from ramplab.report.charts import Chart, LabelledRun, charts_html, plotly_script, run_charts
+from ramplab.report.charts import (
+    GOODPUT,
+    Chart,
+    LabelledRun,
+    charts_html,
+    plotly_script,
+    run_charts,
+)
 from ramplab.report.engine import ENGINE_NOTE, engine_table, engine_totals
 from ramplab.report.markdown import RunMeta
 from ramplab.report.recommend import Recommendation
@@ -55,6 +62,7 @@ p.warning{color:#a40000;border:1px solid #a40000;padding:6px 10px}
 #verdict table{margin:.3em 0;border:none}#verdict th,#verdict td{border:none;text-align:left;
 vertical-align:top;background:none}#verdict th{padding-right:1.2em}
 #verdict tr.trust td{font-weight:600}details.run{margin:.5em 0 1em}
+p.chart-collapsed{color:#555;font-style:italic;margin:0 0 1.5em 0}
 """
 
 
@@ -150,9 +158,10 @@ def write_html(
         ]
     sections.append("<h2>Charts</h2>")
     after = [
-        "<h2>Latency percentiles over all measured windows</h2>",
+        "<h2>Latency percentiles per step</h2>",
         html_table(latency_table(summary)),
         "<h2>What the generator delivered, per step</h2>",
+        f"<p>{html.escape(GOODPUT)}.</p>",
         html_table(load_table(summary, run.digest)),
     ]
     if groups:

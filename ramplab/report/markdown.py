@@ -1,9 +1,10 @@
 """``report.md``: a run's report readable on its own, in a terminal or a pull request.
 
 Order: the verdict (``verdict.py``); warnings; what ran, folded; the recommendations (what a
-reader should do or distrust first); the per-step table; every latency with every percentile;
-what the generator delivered per step (lateness, drops, retries); where the time goes (the
-phase breakdown); the totals; the gates. The charts are in ``report.html`` beside it.
+reader should do or distrust first); the per-step table; every latency with every percentile,
+per step; what the generator delivered per step (lateness, drops, retries); where the time goes
+(the phase breakdown); the server's own figures; the gates. The charts are in ``report.html``
+beside it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from ramplab.report.tables import (
     sessions_line,
     slo_text,
     step_columns,
-    totals_table,
     turns_table,
 )
 from ramplab.report.verdict import Verdict
@@ -140,16 +140,18 @@ def render_markdown(
     parts += _section("TTFT by turn (multi-turn sessions)", turns_table(summary),
                       sessions_line(summary) or "")  # fmt: skip
     parts += _section(
-        "Latency percentiles over all measured windows",
+        "Latency percentiles per step",
         latency_table(summary),
-        "Exact over every successful request of every worker (lateness and TTFB: every request "
-        "sent).",
+        "Exact over every successful request of every worker in the step's measured window "
+        "(lateness and TTFB: every request sent). Per step only: a percentile pooled over loads "
+        "mixes their regimes (summary.json keeps the pooled figures).",
     )
     parts += _section(
         "What the generator delivered, per step",
         load_table(summary, digest),
         "Lateness: intended start → actual send. TTFT from the intended start keeps the "
-        "generator's delay; from the send it hides it.",
+        "generator's delay; from the send it hides it. Goodput: the requests per second that met "
+        "every SLO (or succeeded, without an SLO).",
     )
     groups = breakdowns(digest.pooled("phases"))
     parts += _section(
@@ -162,7 +164,6 @@ def render_markdown(
     parts += _section("The server's own figures", engine_table(summary),
                       " ".join(filter(None, (engine_totals(summary), ENGINE_NOTE))))  # fmt: skip
     parts += _section("Every request accounted for", accounting_table(summary), ACCOUNTING_NOTE)
-    parts += _section("Over all measured windows", totals_table(summary))
     if gates:
         parts += _section("SLO gates", (["gate", "observed", "result"],
                                         [list(row) for row in gate_rows(gates)]))  # fmt: skip

@@ -4,7 +4,7 @@
 ``write_report`` reads the records once, a batch at a time (``digest.py``), for what the
 summary does not hold (distributions, phases, retries); the recommendation rules
 (``recommend.py``) run on the summary and that digest; ``mdreport`` and ``htmlreport`` render
-the same tables (``tables.py``), the HTML adding the plotly charts (``charts.py``).
+the same tables (``tables.py``), the HTML adding the plotly charts (``charts/``).
 
 The source is ``summary.json`` as the master wrote it, or as ``ramplab.runs.rebuild`` rebuilt
 it from the records and the campaign saved in the run directory.

@@ -227,3 +227,36 @@ def test_recommend_orders_by_severity_and_writes_json(tmp_path: Path) -> None:
     assert data["recommendations"][0]["threshold"] == 20.0
     assert data["thresholds"]["lateness_p99_ms"] == 20.0
     assert data["rules"] == [rule.__name__ for rule in RULES]
+
+
+def bursts(zeros_of_four: int) -> list[float]:
+    """19 gaps in groups of four: ``zeros_of_four`` gaps ≈ 0 (events that arrived together),
+    the rest the wait between bursts; 70 ms in all, like the records' TPOT × 19."""
+    group = [0.0] * zeros_of_four + [1.0] * (4 - zeros_of_four)
+    gaps = (group * 5)[:19]
+    scale = 70.0 / sum(gaps)
+    return [g * scale for g in gaps]
+
+
+def test_bursting_server_fires_when_itl_p50_is_far_below_tpot_with_many_zero_gaps() -> None:
+    run = Run((2, 8), [full(2, 0), full(8, 1, itl_ms=bursts(3))])
+    got = fire(rules.bursting_server, run)
+    assert got is not None
+    assert got.severity == "distrust"
+    assert got.steps == (1,)
+    assert got.value == pytest.approx(15 / 19)  # 15 of the 19 gaps are 0
+    assert got.message.startswith(
+        "the server delivered tokens in bursts at ≥ 8 QPS: ITL p50 0.00 ms vs TPOT p50 3.68 ms, "
+        "79 % of gaps ≈ 0 (< 0.05 ms) at 8 QPS"
+    )
+    assert "ITL percentiles describe the bursts, use TPOT" in got.message
+
+
+def test_bursting_server_stays_silent_on_a_steady_stream_or_a_few_zero_gaps() -> None:
+    assert fire(rules.bursting_server, steady()) is None  # every gap 3.68 ms = TPOT
+    # One gap in four ≈ 0: 5 of 19 (26 %), below the 30 % threshold, and ITL p50 ≈ TPOT.
+    assert fire(rules.bursting_server, steady(itl_ms=bursts(1))) is None
+    # Half the gaps ≈ 0 but ITL p50 (the middle gap of 19) is still a real wait: no fire
+    # unless ITL p50 < 25 % of TPOT.
+    half = [0.0] * 9 + [70.0 / 10] * 10
+    assert fire(rules.bursting_server, steady(itl_ms=half)) is None

@@ -138,7 +138,7 @@ def test_every_view_states_the_verdict_first(tmp_path: Path) -> None:
 
     page = write_html(tmp_path / "report.html", LabelledRun("r", summary, digest), meta,
                       recommendations, (), verdict).read_text(encoding="utf-8")  # fmt: skip
-    assert page.index('id="verdict"') < page.index("<details") < page.index("chart-")
+    assert page.index('id="verdict"') < page.index("<details") < page.index('id="chart-')
     assert "ramplab run &lt;x&gt;.yaml" in page  # escaped, inside the folded run section
 
     out = io.StringIO()

@@ -8,9 +8,14 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from tests.ramplab.report.test_charts import KEYS
+from ramplab.measure.record import UNFINISHED
+from ramplab.report.charts import LabelledRun
+from ramplab.report.charts.generator import quiet_sentence
+from ramplab.runs.rundir import RunDir
+from tests.ramplab.report.test_charts import KEYS, QUIET
 from tests.support.browser import CHROMIUM, NO_CHROMIUM, WINDOW, console_errors, render
 from tests.support.cli import ramplab
 
@@ -29,7 +34,13 @@ def test_a_real_report_renders_in_chromium_with_data_in_every_chart(
     assert probe["errors"] == []
     assert not console_errors(log), log[-3000:]
     charts = {c["id"]: c for c in probe["charts"]}
-    assert sorted(charts) == sorted(f"chart-{key}" for key in KEYS)
+    # A chart with nothing to show is a sentence; every other one is drawn, with points.
+    quiet = [key for key in QUIET if f'id="chart-{key}"' not in text]
+    assert "dropped" in quiet  # enough users: nothing dropped
+    assert "retries" not in quiet  # the injected 429s were retried
+    assert quiet_sentence(quiet) in text
+    expected = [f"chart-{key}" for key in KEYS if key not in quiet]
+    assert sorted(charts) == sorted(expected)
     for chart_id, chart in charts.items():
         assert chart["drawn"], chart_id
         assert chart["svg"] >= 1, chart_id
@@ -87,3 +98,31 @@ def test_report_rebuilds_every_file_from_the_saved_results(
         report_run / "recommendations.json"
     ).read_bytes()
     assert (copy / "report.html").stat().st_size > 1_000_000
+
+
+def test_the_real_runs_tokens_requests_in_flight_and_timeline_agree_with_its_records(
+    report_run: Path,
+) -> None:
+    """The digest's new figures, checked on the real run against a plain loop over its records
+    (an independent, obvious implementation of the rules in docs/report.md)."""
+    run = LabelledRun.load(report_run)
+    records = list(RunDir(report_run).records.records())
+    origin = run.summary.run_start
+    assert origin is not None
+    flights = [(r.actual_start, r.intended_start + (r.total_ms or 0.0) / 1000.0)
+               for r in records if r.attempts > 0 and r.total_ms is not None]  # fmt: skip
+    t = run.digest.timeline
+    assert t.sent.sum() == sum(1 for r in records if r.attempts > 0)
+    assert t.failed.sum() == sum(1 for r in records if not r.ok and r.error_kind != UNFINISHED)
+    assert t.in_flight.sum() == pytest.approx(sum(max(0.0, e - s) for s, e in flights))
+    assert np.nanmax(t.ttft_p99_ms) > 0
+    for step, d in zip(run.summary.steps, run.digest.steps, strict=True):
+        assert d.output_tokens / step.measured_s == pytest.approx(step.output_tokens_per_s)
+        assert d.prompt_tokens >= 16 * step.achieved_qps * step.measured_s  # 16-token prompts
+        lo = origin + step.start_s + step.warmup_s
+        hi = lo + step.measured_s
+        inside = [(max(s, lo), min(e, hi)) for s, e in flights if s < hi and e > lo]
+        assert d.in_flight_mean == pytest.approx(sum(e - s for s, e in inside) / step.measured_s)
+        peak = max(sum(1 for s, e in inside if s <= at < e) for at, _ in inside)
+        assert d.in_flight_max == peak
+        assert 0 < d.in_flight_mean <= peak <= 40  # max_users
