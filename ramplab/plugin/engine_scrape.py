@@ -53,7 +53,9 @@ class EngineScraper:
         self._greenlet: gevent.Greenlet | None = None
 
     def start(self) -> None:
-        if self._greenlet is None and self._first():
+        # In a greenlet of its own from the first request on: a server slow to answer its
+        # /metrics must not hold the master while it hands out the plan.
+        if self._greenlet is None:
             self._greenlet = gevent.spawn(self._loop)
 
     def _first(self) -> bool:
@@ -102,6 +104,8 @@ class EngineScraper:
             log.debug("engine metrics scrape failed: %s", exc)
 
     def _loop(self) -> None:
+        if not self._first():
+            return
         while True:
             gevent.sleep(INTERVAL_S)
             self.scrape()
@@ -109,7 +113,7 @@ class EngineScraper:
     def stop(self) -> None:
         """The last scrape (after the drain), then no more."""
         if self._greenlet is not None:
-            self._greenlet.kill(block=True)
+            self._greenlet.kill(block=True, timeout=TIMEOUT_S)
             self._greenlet = None
             self.scrape()
 

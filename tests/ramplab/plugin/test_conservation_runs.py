@@ -44,6 +44,8 @@ class HangingTarget:
         self._lock = threading.Lock()
 
     def __call__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+        if method != "POST":  # the master's look for engine metrics: this server has none
+            return Reply(status=404, body=[b"not found"], chunked=False)
         with self._lock:
             self.posts += 1
             n = next(self.count)
@@ -150,6 +152,8 @@ def test_closed_loop_finishes_the_requests_of_a_down_step_and_of_the_end(tmp_pat
 
     class Slow(HangingTarget):
         def __call__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+            if method != "POST":
+                return Reply(status=404, body=[b"not found"], chunked=False)
             with self._lock:
                 self.posts += 1
             return Reply(body=[chunk("a"), ("sleep", 0.4), chunk("b"), USAGE, DONE])
