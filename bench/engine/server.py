@@ -54,6 +54,7 @@ class Settings:
     max_num_seqs: int = 16
     dtype: str = "bfloat16"
     extra: tuple[str, ...] = ()  # more api_server arguments, as given
+    environment: tuple[tuple[str, str], ...] = ()  # more variables for the server's processes
 
     def arguments(self) -> list[str]:
         arguments = ["--max-model-len", str(self.max_model_len)]
@@ -139,7 +140,7 @@ def start(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # the group `stop` ends, engine core included
-            env=_environment(),
+            env=_environment(settings),
             cwd=log.parent,
         )
     engine = Engine(process, port, model, settings, log)
@@ -242,17 +243,14 @@ def _wait_ready(engine: Engine, started: float, timeout_s: float, progress: Prog
             time.sleep(0.25)
 
 
-def _environment() -> dict[str, str]:
+def _environment(settings: Settings) -> dict[str, str]:
     environment = dict(os.environ)
-    environment.update(
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        VLLM_NO_USAGE_STATS="1",
-        DO_NOT_TRACK="1",
-        # The two settings that would override ours: the legacy KV-cache variable wins over
-        # --kv-cache-memory-bytes in this build.
-    )
+    # The legacy variable wins over --kv-cache-memory-bytes in this build: only Settings decides.
     environment.pop("VLLM_CPU_KVCACHE_SPACE", None)
+    environment.update(
+        HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1"
+    )
+    environment.update(settings.environment)
     return environment
 
 

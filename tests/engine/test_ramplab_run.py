@@ -1,0 +1,64 @@
+"""ramplab's open loop against vLLM: every request it sent is a record, and its token counts are
+the server's own counters, to the token.
+
+The run is ``ramplab run --target`` as a user types it, with ``--no-preflight`` so that every
+request the server counts is one of the ramp's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.engine import server
+from tests.support.cli import ramplab
+from tests.support.records import run_records
+from tests.support.scrape import metric
+
+pytestmark = [pytest.mark.engine, pytest.mark.xdist_group("engine"), pytest.mark.timeout(900)]
+
+CAMPAIGN = """\
+name: engine-open-loop
+shape: {kind: stepped, rates: [2], hold: 10s, warmup: 1s}
+seed: 3
+max_users: 20
+drain_s: 60
+workload: {model: MODEL, max_tokens: 16, ignore_eos: true, prompt_tokens: 32}
+stack: {workers: 1}
+"""
+
+
+def _counters(url: str) -> dict[str, float]:
+    page = f"{url}/metrics"
+    return {
+        "prompt": metric(page, "vllm:prompt_tokens_total"),
+        "output": metric(page, "vllm:generation_tokens_total"),
+        "requests": metric(page, "vllm:request_success_total"),
+    }
+
+
+def test_open_loop_token_counts_equal_the_servers_counters(
+    engine: server.Engine, tmp_path: Path
+) -> None:
+    campaign = tmp_path / "campaign.yaml"
+    campaign.write_text(CAMPAIGN.replace("MODEL", engine.model.name))
+    before = _counters(engine.url)
+    done = ramplab(
+        ["run", str(campaign), "--target", engine.url, "--no-preflight",
+         "--results-dir", str(tmp_path), "--run-name", "engine"],
+        timeout=400,
+    )  # fmt: skip
+    after = _counters(engine.url)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    records = run_records(tmp_path / "engine")
+    assert len(records) >= 18  # 2/s for 11 s, Poisson or not
+    assert [r["error_kind"] for r in records if r["error_kind"]] == []
+    assert {r["output_tokens"] for r in records} == {16}
+    assert {r["output_tokens_source"] for r in records} == {"usage"}
+    moved = {name: after[name] - before[name] for name in after}
+    assert moved == {
+        "prompt": sum(r["prompt_tokens"] for r in records),
+        "output": sum(r["output_tokens"] for r in records),
+        "requests": len(records),
+    }
