@@ -10,6 +10,7 @@ torch.compile configuration alone takes minutes).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import statistics
@@ -24,6 +25,7 @@ from bench.engine import install, model, server
 
 MAX_TOKENS = 32
 REQUESTS = 5
+BUNCHED_MS = 1.0  # two events this close were sent together: the server decodes a token in ~5 ms
 PROMPT = "a short prompt of a few words to start the stream with"
 
 
@@ -47,8 +49,18 @@ CONFIGURATIONS = [
             environment=(("VLLM_ENABLE_V1_MULTIPROCESSING", "0"), ("OMP_NUM_THREADS", "1"))
         ),
     ),
+    Configuration(
+        "eager-nobind",
+        "`--enforce-eager`, 256 MiB, `VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=1` (the "
+        "worker not pinned to a core)",
+        server.Settings(
+            environment=(("VLLM_CPU_OMP_THREADS_BIND", "nobind"), ("OMP_NUM_THREADS", "1"))
+        ),
+    ),
     Configuration("compile-256M", "torch.compile (vLLM's default), 256 MiB",
                   server.Settings(enforce_eager=False)),
+    Configuration("compile-256seqs", "torch.compile, 256 MiB, `--max-num-seqs 256` (vLLM's "
+                  "default)", server.Settings(enforce_eager=False, max_num_seqs=256)),
 ]  # fmt: skip
 
 
@@ -58,6 +70,7 @@ class Stream:
     total_ms: float
     events: int
     tokens: int
+    gaps_ms: list[float]  # between consecutive content events, at the client
 
 
 def _stream(url: str, name: str) -> Stream:
@@ -71,6 +84,7 @@ def _stream(url: str, name: str) -> Stream:
     }
     started = time.perf_counter()
     first, events, tokens = 0.0, 0, 0
+    stamps: list[float] = []
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=300) as response:
         response.raise_for_status()
         for line in response.iter_lines():
@@ -81,10 +95,12 @@ def _stream(url: str, name: str) -> Stream:
                 tokens = chunk["usage"]["completion_tokens"]
             if any(choice["delta"].get("content") for choice in chunk["choices"]):
                 events += 1
+                stamps.append(time.perf_counter())
                 if not first:
-                    first = time.perf_counter()
+                    first = stamps[-1]
     done = time.perf_counter()
-    return Stream((first - started) * 1e3, (done - started) * 1e3, events, tokens)
+    gaps = [(later - earlier) * 1e3 for earlier, later in itertools.pairwise(stamps)]
+    return Stream((first - started) * 1e3, (done - started) * 1e3, events, tokens, gaps)
 
 
 def _load() -> str:
@@ -101,9 +117,12 @@ def _measure(configuration: Configuration, made: model.Model, logs: Path) -> str
     ttft = statistics.median(s.ttft_ms for s in rest)
     total = statistics.median(s.total_ms for s in rest)
     events = statistics.median(s.events for s in rest)
+    gaps = [gap for s in rest for gap in s.gaps_ms]
+    bunched = sum(gap < BUNCHED_MS for gap in gaps) / len(gaps)
     return (
         f"| {configuration.what} | {engine.ready_s:.1f} | {memory:.2f} | {first.ttft_ms:.0f} | "
-        f"{first.total_ms:.0f} | {ttft:.0f} | {total:.0f} | {events:.0f} | {load} |"
+        f"{first.total_ms:.0f} | {ttft:.0f} | {total:.0f} | {events:.0f} | {bunched:.0%} | "
+        f"{load} |"
     )
 
 
@@ -132,12 +151,14 @@ def run() -> str:
         "model. Memory: the proportional set size of the server's processes once ready. The "
         f"first request and the next {REQUESTS} (medians): a streamed chat completion of "
         f"{MAX_TOKENS} tokens with `ignore_eos`, timed at the client; events: SSE events with "
-        "content (vLLM merges tokens into one event when it falls behind). Load: the machine's "
+        "content (vLLM merges tokens into one event when it falls behind); bunched: the share "
+        f"of gaps between consecutive events under {BUNCHED_MS:g} ms at the client, i.e. events "
+        "that arrived together although vLLM decodes a token every ~5 ms. Load: the machine's "
         "1-minute load average when the configuration started (other engineers' jobs share "
         f"these 2 cores). The venv was {venv}.",
         "",
         "| configuration | ready s | memory GiB | first TTFT ms | first total ms | TTFT ms | "
-        "total ms | events | load |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "total ms | events | bunched | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]  # fmt: skip
     return "\n".join(header + rows) + "\n"

@@ -232,7 +232,8 @@ def _wait_ready(engine: Engine, started: float, timeout_s: float, progress: Prog
             if now >= next_progress:
                 progress(f"vllm: {now - started:.0f} s, waiting for {phase}: {tail(engine.log, 1)}")
                 next_progress += PROGRESS_EVERY_S
-            with contextlib.suppress(httpx.HTTPError):
+            # Until it is up, the server may refuse, reset or answer half-formed: ask again.
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError):
                 if phase == "/health" and client.get("/health").status_code == 200:
                     phase = "/v1/models"
                 if phase == "/v1/models":
