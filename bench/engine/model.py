@@ -4,8 +4,8 @@ There is no Hugging Face hub on these machines, so the model is made rather than
 byte-level BPE tokenizer (16,384 tokens) trained with ``tokenizers`` on text every CPython
 installation carries — the documentation topics of ``pydoc_data`` and the standard library's
 top-level modules, read in sorted order — and a ``LlamaForCausalLM`` (hidden 256, 8 layers, 8
-query heads sharing 2 key/value heads, ~14 M parameters) whose weights are drawn from numpy's
-PCG64 with the seed. Random weights say nothing; with ``ignore_eos`` every stream is exactly
+query heads sharing 2 key/value heads, ~14 M parameters, bfloat16) whose weights are drawn from
+numpy's PCG64 with the seed. Random weights say nothing; with ``ignore_eos`` every stream is exactly
 ``max_tokens`` long, which is what a load generator needs to count. The compute per token is a real
 transformer's: prefill grows with the prompt, decode batches, the prefix cache hits.
 
@@ -39,6 +39,7 @@ HEAD_DIM = HIDDEN // HEADS
 INTERMEDIATE = 768
 MAX_CONTEXT = 2_048
 INIT_STD = 0.02
+FORMAT = "bf16-safetensors"  # in the cache key: a cached model of another format is not reused
 
 END = "<|end|>"
 SPECIAL = (END, "<|system|>", "<|user|>", "<|assistant|>")
@@ -71,7 +72,7 @@ def key(seed: int) -> str:
     import tokenizers
 
     spec = "\n".join(
-        [sys.version, tokenizers.__version__, np.__version__, str(seed), CHAT_TEMPLATE]
+        [sys.version, tokenizers.__version__, np.__version__, str(seed), FORMAT, CHAT_TEMPLATE]
         + [str(v) for v in (VOCAB, HIDDEN, LAYERS, HEADS, KV_HEADS, INTERMEDIATE, MAX_CONTEXT)]
     )
     return hashlib.sha256(spec.encode()).hexdigest()[:12]
@@ -195,15 +196,45 @@ def parameters() -> int:
 
 
 def _write_weights(directory: Path, seed: int) -> None:
-    from safetensors.numpy import save_file
-
     rng = np.random.Generator(np.random.PCG64(seed))
     tensors: dict[str, np.ndarray] = {}
     for name, shape in _shapes().items():  # insertion order: the draws never change places
         if name.endswith("norm.weight"):
             tensors[name] = np.ones(shape, dtype=np.float32)
         else:
-            tensors[name] = (rng.standard_normal(shape, dtype=np.float32) * INIT_STD).astype(
-                np.float32
-            )
-    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+            tensors[name] = rng.standard_normal(shape, dtype=np.float32) * np.float32(INIT_STD)
+    write_safetensors(directory / "model.safetensors", tensors)
+
+
+def write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
+    """float32 arrays as a bfloat16 safetensors file, the dtype vLLM serves on this CPU.
+
+    Written by hand: the ``safetensors`` package cannot write bfloat16 from numpy, and the format
+    is an 8-byte header length, a JSON header and the tensors' bytes back to back.
+    """
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    blobs = []
+    offset = 0
+    for name, array in tensors.items():
+        blob = _bfloat16(array).tobytes()
+        header[name] = {
+            "dtype": "BF16",
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + len(blob)],
+        }
+        blobs.append(blob)
+        offset += len(blob)
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)  # the tensors start 8-byte aligned
+    with path.open("wb") as out:
+        out.write(len(encoded).to_bytes(8, "little"))
+        out.write(encoded)
+        for blob in blobs:
+            out.write(blob)
+
+
+def _bfloat16(array: np.ndarray) -> np.ndarray:
+    """The upper 16 bits of each float32, rounded to nearest even (no NaN or infinity here)."""
+    bits = np.ascontiguousarray(array, dtype="<f4").view("<u4")
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    return rounded.astype("<u2")

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import jinja2
-from safetensors.numpy import load_file
+import numpy as np
 from tokenizers import Tokenizer
 
 from bench.engine import model
@@ -40,13 +40,30 @@ def test_the_same_seed_makes_the_same_bytes_and_another_seed_other_weights(
     assert model.ensure(seed=7, root=tmp_path / "a").built_s == 0.0  # cached
 
 
-def test_the_model_has_the_shapes_and_the_template_vllm_loads(tmp_path: Path) -> None:
-    made = model.ensure(seed=0, root=tmp_path)
+def _bfloat16_tensors(path: Path) -> dict[str, np.ndarray]:
+    """A bfloat16 safetensors file read by its format's definition, as float32 arrays."""
+    data = path.read_bytes()
+    length = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + length])
+    header.pop("__metadata__")
+    tensors = {}
+    for name, entry in header.items():
+        assert entry["dtype"] == "BF16"
+        start, end = entry["data_offsets"]
+        bits = np.frombuffer(data[8 + length + start : 8 + length + end], dtype="<u2")
+        tensors[name] = (bits.astype("<u4") << 16).view("<f4").reshape(entry["shape"])
+    return tensors
+
+
+def test_the_model_has_the_shapes_and_the_template_vllm_loads(tiny_model: model.Model) -> None:
+    made = tiny_model
     config = json.loads((made.path / "config.json").read_text())
     assert config["max_position_embeddings"] == 2048
-    weights = load_file(str(made.path / "model.safetensors"))
+    weights = _bfloat16_tensors(made.path / "model.safetensors")
     assert sum(tensor.size for tensor in weights.values()) == model.parameters()
     assert weights["model.layers.0.self_attn.k_proj.weight"].shape == (64, 256)  # 2 KV heads
+    assert 0.019 < float(weights["model.layers.0.mlp.up_proj.weight"].std()) < 0.021
+    assert set(np.unique(weights["model.norm.weight"])) == {1.0}
     tokenizer = Tokenizer.from_file(str(made.path / "tokenizer.json"))
     assert tokenizer.get_vocab_size() == model.VOCAB
     assert [tokenizer.token_to_id(token) for token in model.SPECIAL] == [0, 1, 2, 3]
