@@ -57,8 +57,9 @@ def test_open_loop_token_counts_equal_the_servers_counters(
     assert {r["output_tokens"] for r in records} == {16}
     assert {r["output_tokens_source"] for r in records} == {"usage"}
     moved = {name: after[name] - before[name] for name in after}
-    assert moved == {
+    counted = {
         "prompt": sum(r["prompt_tokens"] for r in records),
         "output": sum(r["output_tokens"] for r in records),
         "requests": len(records),
     }
+    assert moved == counted, f"the server's counters moved by {moved}, ramplab counted {counted}"
