@@ -6,7 +6,9 @@ dependencies include ``torch`` and ``datasets`` (gigabytes), which ``guidellm mo
 need; its client (``guidellm run``) does — it imports both unconditionally — so ``bench/peers/``
 uses a second venv, ``guidellm-client``, with the CPU build of torch pinned. The pins are the
 versions these benchmarks ran with. ``RAMPLAB_PEER_CACHE`` moves the cache (default
-``~/.cache/ramplab/peers``); a venv is rebuilt when its requirement list changes.
+``~/.cache/ramplab/peers``); a venv is rebuilt when its requirement list changes. vLLM, the real
+engine of ``bench/engine/``, has its venv here too (``VLLM``); a log given to ``ensure`` ends with
+the install's time.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def ensure(log: Path, progress: Callable[[str], None] = print) -> Path:
             f"about {DISK_NEEDED / GiB:.0f} GiB (set RAMPLAB_PEER_CACHE to a larger disk)"
         )
     log.parent.mkdir(parents=True, exist_ok=True)
-    progress(f"vllm: installing its venv into {cache} (2-7 min on a cold pip cache; log: {log})")
+    progress(f"vllm: installing its venv into {cache} (1.5-7 min on a cold pip cache; log: {log})")
     try:
         python = peer_env.ensure(peer_env.VLLM, log)
     except subprocess.CalledProcessError as failed:

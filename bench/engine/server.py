@@ -6,11 +6,11 @@ vllm.entrypoints.openai.api_server`` (the wheel's ``vllm`` script fails: the dis
 server, and ``stop`` ends the whole group, SIGKILL after a grace period, and then checks that no
 member is left. Everything is offline (``HF_HUB_OFFLINE``, no usage statistics).
 
-The start-up settings are the measured fast ones (``Settings``, figures in docs/engines.md):
-eager mode, because torch.compile costs minutes at every start here (its cache does not load back
-in this build) and buys nothing at this model size; and a KV cache sized for the model (2 KiB a
-token: 256 MiB hold 128 Ki tokens, 64 full 2,048-token contexts) instead of vLLM's default of
-several GiB.
+The start-up settings are the measured ones (``Settings``, figures in docs/engines.md): eager
+mode, because torch.compile adds 13-25 s to every start here (minutes with vLLM's defaults under
+load; its cache does not load back in this build) and buys nothing at this model size; and a KV
+cache sized for the model (2 KiB a token: 256 MiB hold 128 Ki tokens, 64 full 2,048-token
+contexts), which halves the memory against 2 GiB at no cost in start-up time.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from bench.engine.model import MAX_CONTEXT, Model
 
 MiB = 1 << 20
 GiB = 1 << 30
-# What the two processes hold beyond the KV cache at this model size (measured: ~1.6 GiB of PSS
-# with a 256 MiB cache), with a margin: below this, the kernel's OOM killer ends the start.
+# What the server's processes hold beyond the KV cache at this model size (measured: 1.5 GiB of
+# PSS besides a 256 MiB cache), with a margin: below this, the OOM killer would end the start.
 BASE_MEMORY = 2 * GiB
 READY_TIMEOUT_S = 600.0
 PROGRESS_EVERY_S = 15.0
@@ -46,9 +46,9 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Settings:
-    """The server's start-up settings; the defaults are the fastest measured here."""
+    """The server's start-up settings; the defaults are what ``bench/engine_startup.py`` chose."""
 
-    enforce_eager: bool = True  # no torch.compile: ~70 s to ready instead of ~9 min here
+    enforce_eager: bool = True  # torch.compile: 13-25 s more at every start, nothing gained
     kv_cache_bytes: int = 256 * MiB
     max_model_len: int = MAX_CONTEXT
     max_num_seqs: int = 16
