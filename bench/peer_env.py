@@ -118,17 +118,21 @@ def ensure(peer: Peer, log: Path | None = None) -> Path:
 def _install(peer: Peer, venv: Path, log: Path | None) -> None:
     out = log.open("ab") if log is not None else subprocess.DEVNULL
     started = time.monotonic()
+    # The venv is the peer's alone: our PYTHONPATH (a worktree on it) would show pip our packages.
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
     try:
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, env=env)
         python = str(venv / "bin" / "python")
         pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
         if peer.requirements:
-            subprocess.run([*pip, *peer.requirements], check=True, stdout=out, stderr=out)
+            subprocess.run([*pip, *peer.requirements], check=True, stdout=out, stderr=out, env=env)
         if peer.no_deps:
-            subprocess.run([*pip, "--no-deps", *peer.no_deps], check=True, stdout=out, stderr=out)
+            subprocess.run(
+                [*pip, "--no-deps", *peer.no_deps], check=True, stdout=out, stderr=out, env=env
+            )
         if peer.remove:
             uninstall = [python, "-m", "pip", "uninstall", "--yes", "--quiet", *peer.remove]
-            subprocess.run(uninstall, check=True, stdout=out, stderr=out)
+            subprocess.run(uninstall, check=True, stdout=out, stderr=out, env=env)
         if not isinstance(out, int):
             out.write(f"{peer.name}: installed in {time.monotonic() - started:.0f} s\n".encode())
     finally:

