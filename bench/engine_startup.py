@@ -153,7 +153,9 @@ def run() -> str:
         f"{MAX_TOKENS} tokens with `ignore_eos`, timed at the client; events: SSE events with "
         "content (vLLM merges tokens into one event when it falls behind); bunched: the share "
         f"of gaps between consecutive events under {BUNCHED_MS:g} ms at the client, i.e. events "
-        "that arrived together although vLLM decodes a token every ~5 ms. Load: the machine's "
+        "that arrived together although vLLM decodes a token every ~5 ms and sends each in a "
+        "packet of its own (tcpdump; docs/engines.md: the bunching is this client's reading on a "
+        "busy machine). Load: the machine's "
         "1-minute load average when the configuration started (other engineers' jobs share "
         f"these 2 cores). The venv was {venv}.",
         "",
