@@ -7,6 +7,7 @@ request the server counts is one of the ramp's.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ pytestmark = [pytest.mark.engine, pytest.mark.xdist_group("engine"), pytest.mark
 CAMPAIGN = """\
 name: engine-open-loop
 shape: {kind: stepped, rates: [2], hold: 10s, warmup: 1s}
+arrivals: constant
 seed: 3
 max_users: 20
 drain_s: 60
@@ -52,7 +54,11 @@ def test_open_loop_token_counts_equal_the_servers_counters(
     after = _counters(engine.url)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     records = run_records(tmp_path / "engine")
-    assert len(records) >= 18  # 2/s for 11 s, Poisson or not
+    assert 20 <= len(records) <= 23  # 2/s for 11 s
+    summary = json.loads((tmp_path / "engine" / "summary.json").read_text())
+    assert summary["incomplete"] == []
+    assert summary["dropped"] == 0
+    assert [(step["lost"], step["unaccounted"]) for step in summary["steps"]] == [(0, 0)]
     assert [r["error_kind"] for r in records if r["error_kind"]] == []
     assert {r["output_tokens"] for r in records} == {16}
     assert {r["output_tokens_source"] for r in records} == {"usage"}
