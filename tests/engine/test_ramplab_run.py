@@ -2,7 +2,8 @@
 the server's own counters, to the token.
 
 The run is ``ramplab run --target`` as a user types it, with ``--no-preflight`` so that every
-request the server counts is one of the ramp's.
+request the server counts is one of the ramp's; the counters are read here before and after it,
+and by the run itself (its scrape of ``/metrics`` into ``summary.json``'s ``engine``).
 """
 
 from __future__ import annotations
@@ -69,3 +70,9 @@ def test_open_loop_token_counts_equal_the_servers_counters(
         "requests": len(records),
     }
     assert moved == counted, f"the server's counters moved by {moved}, ramplab counted {counted}"
+    # The run's own scrape of /metrics (engine_metrics: auto) read vLLM's names and saw the same.
+    scraped = summary["engine"]
+    assert scraped["engine"] == "vllm"
+    names = {"prompt": "prompt_tokens", "output": "generation_tokens", "requests": "requests"}
+    assert {names[key]: scraped[names[key]] for key in counted} == scraped["client"]
+    assert scraped["client"] == {names[key]: value for key, value in counted.items()}
