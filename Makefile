@@ -16,7 +16,7 @@ STAMP   := $(VENV)/.installed
 # loopback for the wire check, tests/bench/test_wire_check.py and bench/wire_accuracy.py).
 SYSTEM_TOOLS ?= prometheus chromium ip:iproute2 dockerd:docker.io docker-compose mmdebstrap tcpdump
 
-.PHONY: demo test check lint typecheck bench system-deps clean
+.PHONY: demo test engines check lint typecheck bench system-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,8 +54,14 @@ test: $(STAMP) system-deps
 	@# as root only, where the test runs. Its log: .venv/image.log.
 	@if [ "$$(id -u)" = 0 ]; then \
 	  (bash scripts/docker-engine.sh && bash scripts/image.sh) > $(VENV)/image.log 2>&1 & fi
-	$(BIN)/python -m pytest -m "not timing" --durations=25 $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -m timing -n 0 --durations=25 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/python -m pytest -m "not timing and not engine" --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "timing and not engine" -n 0 --durations=25 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+
+# The real-engine tier (tests/engine/, marker engine; docs/engines.md): vLLM's venv is built on
+# first use (cached beside the peers' venvs: 1.5-7 min cold), one vLLM serves the tier (ready in
+# 25-90 s here), stopped at the end. Serial: vLLM takes a core of its own.
+engines: $(STAMP)
+	$(BIN)/python -m pytest -m engine -n 0 --durations=10 tests/engine $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

@@ -28,6 +28,7 @@ BENCHMARKS = [
     "wire_accuracy",
     "records_scale",
     "peers",
+    "engine_startup",
     "generator_load",
     "soak",
     "fuzz",

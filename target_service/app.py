@@ -136,6 +136,8 @@ def create_app(
 
     route_list = [
         Route("/v1/chat/completions", routes.chat_completions, methods=["POST"]),
+        Route("/v1/completions", routes.completions, methods=["POST"]),
+        Route("/v1/responses", routes.responses, methods=["POST"]),
         Route("/v1/models", routes.list_models, methods=["GET"]),
         Route("/v1/models/{model:path}", routes.get_model, methods=["GET"]),
         Route("/v1/auth/token", routes.issue_token, methods=["POST"]),

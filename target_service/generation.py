@@ -1,8 +1,12 @@
 """One completion's life: admission, prefill, paced decode, and the events it streams.
 
+The same engine serves the three APIs: the request's model (``wire.GenerationRequest``) names the
+encoder of its events, and nothing here depends on which API it is.
+
 Phases before the response headers (and so in ``Server-Timing``): ``auth``, ``ratelimit``,
 ``queue`` (waiting for a scheduler slot) and ``prefill``. Phases after the first byte travel in an
-SSE comment line just before ``data: [DONE]``, which OpenAI clients discard::
+SSE comment line just before ``data: [DONE]`` (``response.completed`` in the Responses API), which
+OpenAI clients discard::
 
     : ramplab-timing {"queue_ms":..,"prefill_ms":..,"decode_ms":..,"sign_ms":..,
                       "lock_wait_ms":..,"sign_queue_ms":..,"output_tokens":..,"ttft_ms":..}
@@ -56,7 +60,7 @@ from target_service.signing import SIGNATURE_COMMENT, Signature, Signer, signed_
 from target_service.textgen import generate_tokens
 from target_service.tokenizer import ApproxTokenizer, Tokenizer
 from target_service.usage import UsageStore
-from target_service.wire import DONE_EVENT, ChatCompletionRequest, ChunkEncoder, completion_body
+from target_service.wire import GenerationRequest, TokenCounts, sse_comment
 
 TIMING_COMMENT = "ramplab-timing"
 
@@ -65,7 +69,7 @@ TIMING_COMMENT = "ramplab-timing"
 class Completion:
     """A request that holds a slot and has finished prefill; ready to decode."""
 
-    request: ChatCompletionRequest
+    request: GenerationRequest  # of any of the three APIs (wire.py)
     client: str
     slot: Slot
     plan: OutputPlan
@@ -81,8 +85,12 @@ class Completion:
     pre_timing: str = ""
     reasoning_tokens: int = 0  # reasoning_content tokens streamed before the answer
     sent_at: list[float] = field(default_factory=list)  # clock time of each content event sent
-    completion_id: str = field(default_factory=lambda: "chatcmpl-" + uuid.uuid4().hex[:24])
+    completion_id: str = ""
     created: int = field(default_factory=lambda: int(time.time()))
+
+    def __post_init__(self) -> None:
+        if not self.completion_id:
+            self.completion_id = self.request.ID_PREFIX + uuid.uuid4().hex[:24]
 
     def server_timing(self) -> str:
         own = f"queue;dur={self.queue_s * 1000:.3f}, prefill;dur={self.prefill_s * 1000:.3f}"
@@ -128,7 +136,7 @@ class Generator:
         self.clock = clock
         self.prefix_cache = prefix_cache
 
-    async def prepare(self, request: ChatCompletionRequest, client: str) -> Completion:
+    async def prepare(self, request: GenerationRequest, client: str) -> Completion:
         """Validate against the model, wait for a slot, then run prefill."""
         arrival = self.clock.now()
         if request.model not in self.settings.models:
@@ -152,10 +160,12 @@ class Generator:
                 f"This model's maximum context length is {limits.max_model_len} tokens; the "
                 f"request has {prompt_tokens} prompt tokens and asks for {max_tokens} more",
                 code="context_length_exceeded",
-                param="messages",
+                param=request.PROMPT_PARAM,
             )
         seed = request.seed if request.seed is not None else self.rng.getrandbits(32)
-        thinking = reasoning_tokens(self.settings.reasoning, max_tokens, seed)
+        thinking = (
+            reasoning_tokens(self.settings.reasoning, max_tokens, seed) if request.REASONS else 0
+        )
         plan = self.model.plan_output(max_tokens - thinking, request.ignore_eos, seed)
         try:
             slot = await self.scheduler.admit()
@@ -203,9 +213,7 @@ class Generator:
     ) -> AsyncIterator[bytes]:
         """The SSE byte stream; cancelling it (client gone) frees the slot at once. Once
         ``shutdown`` is set it ends within ``STREAM_GRACE_S`` (``shutdown.py``)."""
-        encoder = ChunkEncoder(
-            done.completion_id, done.created, done.request.model, done.request.include_usage
-        )
+        encoder = done.request.encoder(done.completion_id, done.created)
         clock = self.clock
         thinking = done.reasoning_tokens
         answer = generate_tokens(done.seed, done.plan.tokens)
@@ -221,7 +229,9 @@ class Generator:
         stop_at: float | None = None  # set once the shutdown is seen
         self.metrics.active_streams.inc()
         try:
-            yield encoder.role()
+            opening = encoder.open()
+            if opening:
+                yield opening
             deadline = done.first_token_due
             last_sent = 0.0
             while sent < total:
@@ -282,36 +292,26 @@ class Generator:
             finished = True
             tracing.event("decode_end", decode_ms=decode_s * 1000, output_tokens=sent)
             if failure == "shutdown":
-                yield encoder.error(SHUTDOWN_MESSAGE, "server_error", SHUTDOWN_CODE)
-                yield DONE_EVENT
+                yield encoder.failure(SHUTDOWN_MESSAGE, "server_error", SHUTDOWN_CODE)
                 self.metrics.completions_total.labels("shutdown").inc()
                 return
             if failure == "drop":
                 self.metrics.completions_total.labels("injected_drop").inc()
                 raise InjectedDisconnect
             if failure is not None:
-                yield encoder.error(
+                yield encoder.failure(
                     "The server had an error while processing your request (injected)",
                     "server_error",
                     "internal_error",
                 )
-                yield b"data: [DONE]\n\n"
                 self.metrics.completions_total.labels("injected_error").inc()
                 return
-            # The closing events are all known now: one write instead of up to five (each send
-            # costs a timeout scope and the middleware chain), the same bytes on the wire.
-            closing = [encoder.finish(done.plan.finish_reason)]
-            if done.request.include_usage:
-                closing.append(
-                    encoder.usage(done.prompt_tokens, total, done.cached_tokens, thinking)
-                )
+            comments = b""
             if signature is not None:
-                closing.append(encoder.comment(SIGNATURE_COMMENT, signature.comment()))
-            closing.append(
-                encoder.comment(TIMING_COMMENT, self._timing(done, decode_s, total, signature))
-            )
-            closing.append(DONE_EVENT)
-            yield b"".join(closing)
+                comments += sse_comment(SIGNATURE_COMMENT, signature.comment())
+            comments += sse_comment(TIMING_COMMENT, self._timing(done, decode_s, total, signature))
+            usage = TokenCounts(done.prompt_tokens, total, done.cached_tokens, thinking)
+            yield encoder.closing(done.plan.finish_reason, usage, comments)
             self.metrics.completions_total.labels("completed").inc()
         except asyncio.CancelledError:
             self.metrics.disconnects_total.labels("disconnect").inc()
@@ -356,17 +356,13 @@ class Generator:
         self.metrics.output_tokens.observe(total)
         self.metrics.completions_total.labels("completed").inc()
         self.usage.add(done.client, done.prompt_tokens, total)
-        body = completion_body(
+        body = done.request.whole_body(
             done.completion_id,
             done.created,
-            done.request.model,
             text,
-            done.plan.finish_reason,
-            done.prompt_tokens,
-            total,
-            done.cached_tokens,
             "".join(reasoning_text(done.seed, thinking)) if thinking else None,
-            thinking,
+            done.plan.finish_reason,
+            TokenCounts(done.prompt_tokens, total, done.cached_tokens, thinking),
         )
         timing = f"{done.server_timing()}, decode;dur={decode_s * 1000:.3f}"
         headers: dict[str, str] = {}

@@ -1,7 +1,8 @@
 """The target's OpenAPI 3.1 document, served at ``GET /openapi.json``.
 
-The chat request's schema is generated from the model that validates it
-(``wire.ChatCompletionRequest``), so the document and the validation cannot drift apart; the
+The request schemas of the three generation endpoints are generated from the models that
+validate them (``wire.ChatCompletionRequest``, ``completions_api.CompletionRequest``,
+``responses_api.ResponsesRequest``), so the document and the validation cannot drift apart; the
 rest is written here. Every error answer is described by one schema, ``Error`` — the OpenAI
 form ``{"error": {"message", "type", "param", "code"}}`` — which is what
 ``tests/target/test_fuzz.py`` holds the target to, with schemathesis. The admin API is left out:
@@ -13,7 +14,18 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from pydantic import BaseModel
+
+from target_service.completions_api import CompletionRequest
+from target_service.responses_api import ResponsesRequest
 from target_service.wire import ChatCompletionRequest
+
+# Path, operation id and request model of each generation endpoint.
+GENERATION: tuple[tuple[str, str, type[BaseModel]], ...] = (
+    ("/v1/chat/completions", "createChatCompletion", ChatCompletionRequest),
+    ("/v1/completions", "createCompletion", CompletionRequest),
+    ("/v1/responses", "createResponse", ResponsesRequest),
+)
 
 REF = "#/components/schemas/{model}"
 
@@ -36,11 +48,13 @@ def _errors(*statuses: int) -> dict[str, Any]:
 
 
 def _schemas(models: tuple[str, ...]) -> dict[str, Any]:
-    chat = ChatCompletionRequest.model_json_schema(ref_template=REF)
-    # The served models, so that generated requests reach the handler (another name is a 404).
-    chat["properties"]["model"] = {"type": "string", "enum": list(models)}
-    schemas: dict[str, Any] = chat.pop("$defs", {})
-    schemas["ChatCompletionRequest"] = chat
+    schemas: dict[str, Any] = {}
+    for _, _, model in GENERATION:
+        request = model.model_json_schema(ref_template=REF)
+        # The served models, so that generated requests reach the handler (another name: 404).
+        request["properties"]["model"] = {"type": "string", "enum": list(models)}
+        schemas.update(request.pop("$defs", {}))
+        schemas[model.__name__] = request
     schemas["Error"] = {
         "type": "object",
         "required": ["error"],
@@ -88,6 +102,29 @@ def _schemas(models: tuple[str, ...]) -> dict[str, Any]:
     return schemas
 
 
+def _generation(operation: str, schema: str, bearer: list[dict[str, list[str]]]) -> dict[str, Any]:
+    return {
+        "post": {
+            "operationId": operation,
+            "security": bearer,
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": REF.format(model=schema)}}},
+            },
+            "responses": {
+                "200": {
+                    "description": "a completion (JSON), or an SSE stream with stream",
+                    "content": {
+                        "application/json": {"schema": {"type": "object"}},
+                        "text/event-stream": {"schema": {"type": "string"}},
+                    },
+                },
+                **_errors(400, 401, 404, 413, 429, 503),
+            },
+        }
+    }
+
+
 @functools.cache
 def document(models: tuple[str, ...]) -> dict[str, Any]:
     """The OpenAPI document of a target serving ``models``."""
@@ -100,27 +137,9 @@ def document(models: tuple[str, ...]) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "ramplab reference target", "version": "1"},
         "paths": {
-            "/v1/chat/completions": {
-                "post": {
-                    "operationId": "createChatCompletion",
-                    "security": bearer,
-                    "requestBody": {
-                        "required": True,
-                        "content": {
-                            "application/json": {"schema": {"$ref": ref + "ChatCompletionRequest"}}
-                        },
-                    },
-                    "responses": {
-                        "200": {
-                            "description": "a completion (JSON), or an SSE stream with stream",
-                            "content": {
-                                "application/json": {"schema": {"type": "object"}},
-                                "text/event-stream": {"schema": {"type": "string"}},
-                            },
-                        },
-                        **_errors(400, 401, 404, 413, 429, 503),
-                    },
-                }
+            **{
+                path: _generation(operation, model.__name__, bearer)
+                for path, operation, model in GENERATION
             },
             "/v1/models": {
                 "get": {

@@ -1,8 +1,10 @@
 """HTTP handlers: the OpenAI endpoints, the token endpoint and JWKS, health and metrics.
 
-A chat request passes, in order: authentication (401), the GCRA limiter (429), injected faults
-(429/503), validation (400), the scheduler (503 when full), prefill; ``auth`` and ``ratelimit``
-join ``queue`` and ``prefill`` in ``Server-Timing``.
+The three generation endpoints — chat completions, legacy completions, the Responses API — are
+one handler over the request model of each (``wire.py``). A request passes, in order:
+authentication (401), the GCRA limiter (429), injected faults (429/503), validation (400), the
+scheduler (503 when full), prefill; ``auth`` and ``ratelimit`` join ``queue`` and ``prefill`` in
+``Server-Timing``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from target_service.auth import Caller
+from target_service.completions_api import CompletionRequest
 from target_service.errors import (
     APIError,
     InvalidRequest,
@@ -29,10 +32,11 @@ from target_service.errors import (
 )
 from target_service.openapi import document
 from target_service.ratelimit import Decision
+from target_service.responses_api import ResponsesRequest
 from target_service.runtime import Runtime
 from target_service.shutdown import SSE_GRACE_S
 from target_service.sse import StreamResponse
-from target_service.wire import models_body, parse_chat_request
+from target_service.wire import ChatCompletionRequest, GenerationRequest, models_body, parse_request
 
 STARTED = int(time.time())
 
@@ -70,11 +74,23 @@ async def _admit(runtime: Runtime, request: Request) -> tuple[Caller, Decision, 
 
 
 async def chat_completions(request: Request) -> Response:
+    return await _generate(request, ChatCompletionRequest)
+
+
+async def completions(request: Request) -> Response:
+    return await _generate(request, CompletionRequest)
+
+
+async def responses(request: Request) -> Response:
+    return await _generate(request, ResponsesRequest)
+
+
+async def _generate(request: Request, model: type[GenerationRequest]) -> Response:
     runtime = _runtime(request)
     caller, decision, limit_s = await _admit(runtime, request)
     body = await request.body()
-    chat = parse_chat_request(body)
-    completion = await runtime.generator.prepare(chat, caller.identity)
+    asked = parse_request(body, model)
+    completion = await runtime.generator.prepare(asked, caller.identity)
     completion.pre_timing = (
         f"auth;dur={caller.auth_s * 1000:.3f}, ratelimit;dur={limit_s * 1000:.3f}"
     )
@@ -82,7 +98,7 @@ async def chat_completions(request: Request) -> Response:
     session = runtime.settings.session_header
     if session and (session_id := request.headers.get(session)):
         headers[session] = session_id
-    if not chat.stream:
+    if not asked.stream:
         result, timing, signature = await runtime.generator.complete(completion)
         return json_response(result, headers={**headers, **signature, "server-timing": timing})
     stream = runtime.settings.stream

@@ -38,6 +38,7 @@ _FLAG_NAMES = {
     "max_tokens": "--max-tokens",
     "prompt_tokens": "--prompt-tokens",
     "api_key_env": "--api-key-env",
+    "api": "--api",
 }
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -55,6 +56,7 @@ class RampFlags:
     max_tokens: int | None = None
     prompt_tokens: int | None = None
     api_key_env: str | None = None
+    api: str | None = None  # chat, completions or responses (ramplab.measure.apis)
 
     def given(self) -> list[str]:
         """The flags given, by their command-line names."""
@@ -115,6 +117,8 @@ def campaign_mapping(flags: RampFlags) -> dict[str, Any]:
         workload["prompt_tokens"] = flags.prompt_tokens
     if flags.api_key_env is not None:
         workload["auth"] = {"mode": "api-key"}
+    if flags.api is not None:
+        workload["api"] = flags.api
     mapping: dict[str, Any] = {
         "name": "concurrency" if closed else "ramp",
         "description": f"ramplab run {flags.levels_flag} " + ",".join(f"{v:g}" for v in levels),
@@ -174,7 +178,8 @@ def _flag_of(field: str, flags: RampFlags) -> str:
     if field.startswith("shape"):
         return flags.levels_flag
     by_field = {"workload.model": "--model", "workload.max_tokens": "--max-tokens",
-                "workload.prompt_tokens": "--prompt-tokens", "arrivals": "--arrivals"}  # fmt: skip
+                "workload.prompt_tokens": "--prompt-tokens", "arrivals": "--arrivals",
+                "workload.api": "--api"}  # fmt: skip
     return by_field.get(field, "--api-key-env" if field.startswith("workload.auth") else field)
 
 

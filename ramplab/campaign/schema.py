@@ -115,7 +115,8 @@ class Workload(_Strict):
     extra_headers: dict[str, str] = _default("workload.extra_headers")
     stream: bool = _default("workload.stream")
     include_usage: bool = _default("workload.include_usage")
-    api_path: str = _default("workload.api_path")
+    api: str = _default("workload.api")
+    api_path: str | None = _default("workload.api_path")
     request_timeout_s: float = _default("workload.request_timeout_s")
     connect_timeout_s: float = _default("workload.connect_timeout_s")
     read_timeout_s: float = _default("workload.read_timeout_s")
@@ -252,6 +253,8 @@ class Campaign(_Strict):
     max_users: int = _default("max_users")
     headroom: float = _default("headroom")
     drain_s: float = _default("drain_s")
+    # The server's own Prometheus figures (ramplab/results/engine.py): auto, off or a URL.
+    engine_metrics: str = _default("engine_metrics")
     retry: dict[str, Any] | str | None = _default("retry")
     slo: dict[str, float] | None = _default("slo")
     # START+DURATION in run time: an outage window the master sets on the reference target.

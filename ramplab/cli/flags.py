@@ -20,6 +20,7 @@ from ramplab.campaign.flags import FlagCampaign, RampFlags, campaign_from_flags
 from ramplab.errors import UsageError
 
 __all__ = [
+    "Api",
     "ApiKeyEnv",
     "Arrivals",
     "Concurrency",
@@ -63,6 +64,11 @@ Model = Annotated[
 ]
 MaxTokens = Annotated[int | None, _flag("max_tokens of each request (default 128).")]
 PromptTokens = Annotated[int | None, _flag("Synthetic prompt length in tokens (default 128).")]
+Api = Annotated[
+    str | None,
+    _flag("The API to drive: chat (/v1/chat/completions, the default), completions "
+          "(/v1/completions) or responses (/v1/responses, the Responses API)."),
+]  # fmt: skip
 ApiKeyEnv = Annotated[
     str | None,
     _flag("Name of the environment variable holding the API key (sent as a Bearer token; "

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from ramplab.campaign.fail_if import parse_conditions
 from ramplab.cli.console import console
@@ -18,10 +17,9 @@ from ramplab.experiment.recommendations import variant_recommendations
 from ramplab.experiment.render import TABLE_METRICS, print_comparison, write_comparison
 from ramplab.experiment.report import report_experiment
 from ramplab.experiment.sources import expand
-from ramplab.report.run import print_steps, write_report
+from ramplab.report.run import print_results, write_report
 from ramplab.results.outcome import exit_code
-from ramplab.results.slo import evaluate_gates, parse_gates, print_gates
-from ramplab.results.trust import run_warnings
+from ramplab.results.slo import evaluate_gates, parse_gates
 from ramplab.runs.manifest import MANIFEST, Manifest
 from ramplab.runs.rebuild import load_summary
 from ramplab.runs.rundir import RunDir
@@ -65,18 +63,15 @@ def report(
         if summary.rebuilt:
             RunDir(run_dir).write_summary(summary)
             console.print("[yellow]summary.json rebuilt from the records[/]")
-        print_steps(summary, console)
         code = ExitCode.OK
         verdicts = summary.gates
         if gates:
             verdicts = evaluate_gates(gates, summary.to_json())
             code = exit_code(summary.model_copy(update={"gates": verdicts}))
-        if verdicts:
-            print_gates(verdicts, console)
-        for warning in run_warnings(summary):  # what the run itself printed under its table
-            console.print(f"[red]{escape(warning)}[/]")
-        out = write_report(run_dir, summary, verdicts)
-        console.print(f"report: {out}")
+        written = write_report(run_dir, summary, verdicts)
+        # What the run itself printed: the verdict, the table, the gates, warnings, the rules.
+        print_results(summary.model_copy(update={"gates": verdicts}), written, console)
+        console.print(f"report: {written.markdown}")
         raise typer.Exit(int(code))
 
 

@@ -131,6 +131,7 @@ def run(
     max_tokens: cli_flags.MaxTokens = None,
     prompt_tokens: cli_flags.PromptTokens = None,
     api_key_env: cli_flags.ApiKeyEnv = None,
+    api: cli_flags.Api = None,
     print_campaign: cli_flags.PrintCampaign = None,
 ) -> None:
     """Run a campaign: start the stack, ramp, print the per-step table, apply the gates.
@@ -139,7 +140,7 @@ def run(
     directory, interleaved, then the comparison. Without a file, the flags of the last panel
     describe a stepped ramp (--rates) or closed loop (--concurrency) that runs the same way."""
     flags = RampFlags(rates, concurrency, step, warmup, arrivals, model, max_tokens,
-                      prompt_tokens, api_key_env)  # fmt: skip
+                      prompt_tokens, api_key_env, api)  # fmt: skip
     experiment: Experiment | None = None
     with storage_errors(), user_errors():
         if target is not None:

@@ -65,6 +65,8 @@ def _latency(name: str, label: str) -> list[Metric]:
 METRICS: tuple[Metric, ...] = (
     Metric("achieved_qps", "achieved QPS", "QPS", "higher"),
     Metric("goodput_qps", "goodput QPS", "QPS", "higher"),
+    # The step's SLO attainment (goodput ÷ requests; success alone when no SLO was set).
+    Metric("goodput_ratio", "SLO met", "ratio", "higher"),
     Metric("error_ratio", "errors", "ratio", "lower"),
     *_latency("ttft_ms", "TTFT"),
     *_latency("itl_ms", "ITL"),

@@ -180,7 +180,9 @@ def render_html(overview: Overview, notes: Sequence[str] = ()) -> str:
             sections.append(f"<h3>fail_if</h3><pre>{_esc(lines)}</pre>")
         sections.append(
             "<h2>Charts</h2><p>Every finished run against the offered load: one colour per "
-            "variant, its repeats sharing it (the legend names the repeat).</p>"
+            "variant, p50 solid and p99 dotted; a variant's repeats are one band from the lowest "
+            "to the highest repeat at each load (the legend names the variant and its repeats)."
+            "</p>"
         )
         phases = phases_side_by_side(overview)
         if phases[1]:

@@ -74,7 +74,7 @@ def gather(
             summary = RunSummary.from_json(run.summary)
             label = _label(group.name, run.repeat, len(group.runs))
             colour = PALETTE[i % len(PALETTE)]
-            runs.append(LabelledRun.load(run.path, label, summary, colour))
+            runs.append(LabelledRun.load(run.path, label, summary, colour, group.name))
             variant_of.append(group.name)
     if advice is None:
         advice = variant_recommendations(groups)

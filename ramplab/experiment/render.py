@@ -49,6 +49,7 @@ Advice = dict[str, list[VariantRecommendation]]  # per variant name
 TABLE_METRICS = (
     "achieved_qps",
     "goodput_qps",
+    "goodput_ratio",
     "error_ratio",
     "ttft_ms.p50",
     "ttft_ms.p99",
@@ -138,7 +139,8 @@ def table_rows(
     points: list[tuple[str, Point]] = [
         (f"{p.x:g}" if p.x is not None else "?", p) for p in comparison.steps
     ]
-    points.append(("whole run", comparison.run))
+    if not points:  # a run without steps; otherwise per step only: no row pools the rates
+        points.append(("whole run", comparison.run))
     for label, point in points:
         first = True
         for group in comparison.groups:

@@ -174,8 +174,12 @@ def report_experiment(
             code = exit_code(summary.model_copy(update={"gates": verdicts}))
             if code != ExitCode.OK and worst != ExitCode.USAGE:
                 worst = code
-        out = write_report(run_dir, summary, verdicts)
-        console.print(f"  {entry.dir}: {entry.status}, report {out}", highlight=False)
+        written = write_report(run_dir, summary, verdicts)
+        console.print(
+            f"  {entry.dir}: {entry.status}, report {written.markdown} — "
+            f"{written.verdict.headline}",
+            highlight=False,
+        )
     comparison = conclude(directory, manifest, console, analyse)
     if worst == ExitCode.OK and comparison is not None:
         return comparison.exit_code

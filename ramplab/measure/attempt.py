@@ -1,4 +1,4 @@
-"""One measured HTTP attempt: send a chat completion, read the stream, stamp every event.
+"""One measured HTTP attempt: send a request of one of the APIs, read the stream, stamp every event.
 
 The clock is read the moment the transport hands over bytes and before they are parsed
 (``sse.py``). Failures never raise out of here: each becomes an ``AttemptResult`` with a named
@@ -14,7 +14,6 @@ from __future__ import annotations
 import ssl
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpcore
@@ -22,77 +21,19 @@ import httpx
 import orjson
 
 from ramplab.errors import IntegrityError, MalformedResponse
+from ramplab.measure.apis import LIMIT_KEYS, STREAM_ENDS, Api
 from ramplab.measure.client import MeasuredClient, OpenResponse, PhaseTrace
 from ramplab.measure.deadline import Deadline
+from ramplab.measure.events import read_data, read_whole
 from ramplab.measure.headers import head_failure, header_map, parse_retry_after, parse_server_timing
 from ramplab.measure.integrity import ERROR_KIND, SIGNATURE_COMMENT, Signature, Verifier
+from ramplab.measure.result import AttemptResult, TokenEvent
 from ramplab.measure.sockets import TimedStream
 from ramplab.measure.sse import SSEEvent, SSEParser
 from ramplab.measure.timebase import Timebase, process_timebase
 
 Clock = Callable[[], float]
 TIMING_COMMENT = "ramplab-timing"
-
-
-@dataclass(slots=True)
-class TokenEvent:
-    """An SSE event that carried output text."""
-
-    at: float  # monotonic seconds (arrival of the event's first byte)
-    text: str
-    answer: bool = True  # False: it carried reasoning only (``reasoning_content``/``reasoning``)
-    # Read together with a later event in one read that could not be cut at the events (no
-    # kernel stamps, or no chunked framing): ``at`` is the read's stamp, an upper bound, and
-    # ``late_by_at_most`` how far above the arrival it may be.
-    coalesced: bool = False
-    late_by_at_most: float = 0.0
-
-
-@dataclass(slots=True)
-class AttemptResult:
-    """Everything one attempt observed; monotonic seconds unless named ``_ms``."""
-
-    sent_at: float  # monotonic, just before the request was handed to httpx
-    sent_epoch: float
-    status: int | None = None
-    error_kind: str | None = None
-    error_detail: str | None = None
-    ended_at: float = 0.0
-    headers_at: float | None = None
-    first_byte_at: float | None = None
-    token_events: list[TokenEvent] = field(default_factory=list)
-    events: int = 0
-    bytes_received: int = 0
-    saw_done: bool = False
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None  # from the server's usage
-    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
-    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
-    server_timing_ms: dict[str, float] = field(default_factory=dict)
-    server_tokens_per_event: int | None = None  # declared by the server (target extension)
-    server_events_ms: list[float] = field(default_factory=list)  # disclosed send times
-    phases_ms: dict[str, float] = field(default_factory=dict)
-    retry_after_s: float | None = None
-    connected: bool = False
-    # How far the stamps may be off (``timebase.py``, ``sockets.py``): the send's system-call
-    # bracket, whether reads carried the kernel's stamps, and the largest delay between a
-    # packet's arrival and the read that took it (how far behind the reader was).
-    send_uncertainty_s: float = 0.0
-    kernel_stamps: bool = False
-    read_delay_s: float = 0.0
-    tool_calls: bool = False  # output as tool calls: not text, but not an empty response either
-    # For integrity checks (integrity.py): the text exactly as signed, and the signature.
-    completion_id: str | None = None
-    local_port: int | None = None  # the connection's own port (TCP), to join a capture
-    content_parts: list[str] = field(default_factory=list)
-    signature: Signature | None = None
-    signature_problem: str | None = None  # a signature was sent but could not be read
-    integrity: str | None = None  # "verified" once checked; None when not asked for
-    seed: int | None = None  # the request's seed, else the one the server reports
-
-    @property
-    def ok(self) -> bool:
-        return self.error_kind is None
 
 
 # What sending and reading can raise: the measured request runs on httpcore (client.py's
@@ -123,49 +64,9 @@ def _error_kind_for(exc: BaseException, started_body: bool) -> str:
     return "connection_dropped" if started_body else "connect_error"
 
 
-# Where servers put a reasoning model's thoughts: vLLM and DeepSeek ``reasoning_content``, newer
-# vLLM and OpenRouter ``reasoning``.
-REASONING_KEYS = ("reasoning_content", "reasoning")
 # A tuple, not ``int | float``: isinstance with a tuple is about twice as fast, and the timing
 # comment checks every one of a long stream's ``events_ms``.
 _NUMBER = (int, float)
-
-
-def _take_content(result: AttemptResult, choices: list[Any] | None, at: float) -> None:
-    """Record an event's output text in one walk over its choices: the first choice's
-    ``delta.content`` as signed (``content_parts``), and every choice's answer and reasoning text
-    as one ``TokenEvent``."""
-    text = ""
-    answer = False
-    first = True
-    # orjson gives only dicts as JSON objects, so ``isinstance(..., dict)`` is the cheap exact
-    # test for a Mapping here.
-    for choice in choices or ():
-        if isinstance(choice, dict):
-            delta = choice.get("delta") or {}
-            if isinstance(delta, dict):
-                value = delta.get("content")
-                if isinstance(value, str):
-                    if first:
-                        # Only the first choice's ``delta.content``: exactly what the target signs.
-                        result.content_parts.append(value)
-                    if value:
-                        text += value
-                        answer = True
-                if value is None or len(delta) > 1:  # else "content" is its only key
-                    for key in REASONING_KEYS:
-                        value = delta.get(key)
-                        if isinstance(value, str):
-                            text += value
-                    if delta.get("tool_calls"):
-                        result.tool_calls = True
-            value = choice.get("text")  # legacy completions stream
-            if isinstance(value, str) and value:
-                text += value
-                answer = True
-        first = False
-    if text:
-        result.token_events.append(TokenEvent(at, text, answer))
 
 
 class _StreamFailure(Exception):
@@ -175,23 +76,7 @@ class _StreamFailure(Exception):
         self.detail = detail
 
 
-def _apply_usage(result: AttemptResult, usage: Any) -> None:
-    if isinstance(usage, Mapping):
-        prompt = usage.get("prompt_tokens")
-        completion = usage.get("completion_tokens")
-        if isinstance(prompt, int):
-            result.prompt_tokens = prompt
-        if isinstance(completion, int):
-            result.completion_tokens = completion
-        details = usage.get("completion_tokens_details")
-        if isinstance(details, Mapping) and isinstance(details.get("reasoning_tokens"), int):
-            result.reasoning_tokens = details["reasoning_tokens"]
-        details = usage.get("prompt_tokens_details")
-        if isinstance(details, Mapping) and isinstance(details.get("cached_tokens"), int):
-            result.cached_tokens = details["cached_tokens"]
-
-
-def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
+def _handle_event(result: AttemptResult, event: SSEEvent, api: Api = "chat") -> None:
     if event.comment is not None:
         name, _, payload = event.comment.partition(" ")
         if name == SIGNATURE_COMMENT:
@@ -219,28 +104,9 @@ def _handle_event(result: AttemptResult, event: SSEEvent) -> None:
                     result.server_tokens_per_event = chunk_size
         return
     result.events += 1
-    if event.event == "error":
-        raise _StreamFailure("stream_error", event.data[:500])
-    if event.data.strip() == "[DONE]":
-        result.saw_done = True
-        return
-    try:
-        chunk = orjson.loads(event.data)
-    except orjson.JSONDecodeError as exc:
-        raise _StreamFailure("malformed_json", f"{exc}: {event.data[:200]!r}") from None
-    if not isinstance(chunk, dict):
-        raise _StreamFailure("malformed_json", f"event is not a JSON object: {event.data[:200]!r}")
-    choices = chunk.get("choices")
-    if "error" in chunk and not choices:
-        raise _StreamFailure("stream_error", event.data[:500])
-    if choices and not isinstance(choices, list):
-        raise _StreamFailure("malformed_json", f"choices is not an array: {event.data[:200]!r}")
-    usage = chunk.get("usage")
-    if usage is not None:
-        _apply_usage(result, usage)
-    if result.completion_id is None and isinstance(chunk.get("id"), str):
-        result.completion_id = chunk["id"]
-    _take_content(result, choices or None, event.first_byte_at)
+    failure = read_data(result, event, api)
+    if failure is not None:
+        raise _StreamFailure(*failure)
 
 
 def run_attempt(
@@ -252,8 +118,10 @@ def run_attempt(
     clock: Clock = time.perf_counter,
     wall: Clock = time.time,
     started: Callable[[AttemptResult], None] | None = None,
+    api: Api = "chat",
 ) -> AttemptResult:
-    """Send one chat completion and measure it; never raises for network or protocol failures.
+    """Send one request of ``api`` (``apis.py``) and measure it; never raises for network or
+    protocol failures.
 
     ``started`` is handed the result as soon as it exists and is filled in as the response
     arrives: the chain keeps it, so a request cut by the end of the run still says what it had
@@ -315,7 +183,7 @@ def run_attempt(
                 result.error_kind = "auth_error" if auth else "http_status"
                 result.error_detail = body_bytes[:500].decode("utf-8", errors="replace")
             elif stream:
-                _read_stream(response, result, clock, deadline, _wants_output(body), arrivals)
+                _read_stream(response, result, clock, deadline, _wants_output(body), arrivals, api)
             else:
                 _read_whole(
                     response,
@@ -325,6 +193,7 @@ def run_attempt(
                     deadline,
                     _wants_output(body),
                     arrivals,
+                    api,
                 )
         finally:
             response.close()
@@ -370,7 +239,7 @@ def _snippet(
 def _wants_output(body: Mapping[str, Any]) -> bool:
     """Whether the request asked for output: unless its token limit is 0, it did (without one,
     the server's default limit is above 0)."""
-    for key in ("max_tokens", "max_completion_tokens"):
+    for key in ("max_tokens", "max_completion_tokens", LIMIT_KEYS["responses"]):
         limit = body.get(key)
         if isinstance(limit, int) and limit <= 0:
             return False
@@ -403,6 +272,7 @@ def _read_stream(
     deadline: Deadline,
     wants_output: bool,
     arrivals: TimedStream | None = None,
+    api: Api = "chat",
 ) -> None:
     parser = SSEParser()
     tokens = result.token_events
@@ -416,7 +286,7 @@ def _read_stream(
         result.bytes_received += len(raw)
         had = len(tokens)
         for event in parser.feed(raw, now):
-            _handle_event(result, event)
+            _handle_event(result, event, api)
         if len(tokens) - had > 1:
             # Several token events in one read carry one stamp, its newest packet's: the
             # kernel merged the packets while they waited (``sockets.py``). Every one but the
@@ -432,7 +302,7 @@ def _read_stream(
         previous_read = now if arrivals is None else arrivals.read_at
         deadline.check("reading the body")
     if not result.saw_done:
-        detail = "stream ended without data: [DONE]"
+        detail = f"stream ended without {STREAM_ENDS[api]}"
         if parser.has_partial:
             detail += " (cut inside an event)"
         raise _StreamFailure("no_done", detail)
@@ -453,6 +323,7 @@ def _read_whole(
     deadline: Deadline,
     wants_output: bool,
     arrivals: TimedStream | None = None,
+    api: Api = "chat",
 ) -> None:
     parts: list[bytes] = []
     result.kernel_stamps = arrivals is not None and arrivals.kernel_stamps
@@ -470,21 +341,11 @@ def _read_whole(
         raise _StreamFailure("malformed_json", str(exc)) from None
     if not isinstance(data, dict):
         raise _StreamFailure("malformed_json", "response body is not a JSON object")
-    _apply_usage(result, data.get("usage"))
-    if isinstance(data.get("id"), str):
-        result.completion_id = data["id"]
+    text = read_whole(result, data, api)
     try:
         result.signature = Signature.from_headers(headers)
     except IntegrityError as exc:
         result.signature_problem = str(exc)
-    text = ""
-    for choice in data.get("choices") or ():
-        message = choice.get("message") if isinstance(choice, dict) else None
-        if isinstance(message, dict):
-            if isinstance(message.get("content"), str):
-                text += message["content"]
-            if message.get("tool_calls"):
-                result.tool_calls = True
     result.events = 1
     result.saw_done = True
     result.content_parts.append(text)

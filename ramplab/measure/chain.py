@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ramplab.errors import AuthError
-from ramplab.measure.attempt import AttemptResult, run_attempt, verify_attempt
+from ramplab.measure.apis import Api
+from ramplab.measure.attempt import run_attempt, verify_attempt
 from ramplab.measure.client import MeasuredClient
 from ramplab.measure.integrity import Verifier
 from ramplab.measure.reasoning import note_phases
 from ramplab.measure.record import UNFINISHED, AttemptRecord, RequestRecord
+from ramplab.measure.result import AttemptResult
 from ramplab.measure.timebase import Timebase, process_timebase
 from ramplab.retry.base import AttemptOutcome, NoRetry, RetryPolicy
 from ramplab.workload.tokenizers import ApproxTokenizer, Tokenizer
@@ -50,8 +52,9 @@ class NoAuth:
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    url: str  # full URL of the chat completions endpoint
+    url: str  # full URL of the endpoint
     total_timeout_s: float | None = None
+    api: Api = "chat"  # which of the APIs it serves (apis.py): how its stream is read
 
 
 def allocate_tokens(
@@ -206,6 +209,7 @@ class RequestChain:
                     self.clock,
                     self.wall,
                     started=flight.started,
+                    api=self.endpoint.api,
                 )
                 if span is not None and self.tracer is not None:
                     self.tracer.end(span, result.status, result.error_kind)

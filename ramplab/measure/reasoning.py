@@ -20,8 +20,8 @@ gaps are slices of ``itl_ms``, found through ``tokens_per_event``.
 
 from __future__ import annotations
 
-from ramplab.measure.attempt import AttemptResult
 from ramplab.measure.record import RequestRecord
+from ramplab.measure.result import AttemptResult
 
 __all__ = ["note_phases", "phase_itls"]
 

@@ -34,6 +34,7 @@ from ramplab.workload.prefix import parse_shared_prefix
 __all__ = [
     "ADDRESS",
     "ARRIVALS",
+    "ENGINE_METRICS",
     "GATES",
     "HEADER_NAME",
     "JSON_OBJECT",
@@ -304,7 +305,19 @@ def _shared_prefix(text: str, field: str) -> dict[str, Any]:
 
 
 TEXT = Kind("text", _text)
+
+
+def _engine_metrics(text: str, field: str) -> str:
+    value = text.strip()
+    if value in ("auto", "off"):
+        return value
+    if not value.startswith(("http://", "https://")):
+        raise UsageError(field, f"must be auto, off or an http(s) URL, got {text!r}")
+    return value
+
+
 URL_PATH = Kind("URL path", _url_path)
+ENGINE_METRICS = Kind("auto|off|URL", _engine_metrics)
 HTTP_URL = Kind("http(s) URL", _http_url)
 RATIO = Kind("ratio 0-1", _ratio, _number_text)
 ADDRESS = Kind("HOST:PORT", _address)

@@ -51,6 +51,7 @@ class RunOptions:
     trace_speed: float = 1.0
     trace_loop: int = 1
     trace_limit: int = 0
+    engine_metrics: str = "auto"  # auto, off or the URL of the server's Prometheus endpoint
 
 
 def register(parser: Any) -> None:
@@ -117,6 +118,7 @@ def from_options(parsed: Any) -> RunOptions:
         trace_speed=speed,
         trace_loop=loop,
         trace_limit=limit,
+        engine_metrics=get("--ramplab-engine-metrics"),
     )
 
 

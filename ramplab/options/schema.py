@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ramplab.errors import UsageError
+from ramplab.measure.apis import APIS
 from ramplab.options import kinds
 from ramplab.options.kinds import Kind
 from ramplab.workload.needle import needle_option
@@ -161,8 +162,11 @@ OPTIONS: tuple[Option, ...] = (
             dest="stream", setting="stream", campaign="workload.stream"),
     _stream("--no-usage", kinds.SWITCH_OFF, True, "do not ask for stream_options.include_usage",
             dest="include_usage", setting="include_usage", campaign="workload.include_usage"),
-    _stream("--api-path", kinds.URL_PATH, "/v1/chat/completions",
-            "path of the chat completions endpoint", setting="path", campaign="workload.api_path"),
+    _stream("--api", kinds.choice(*APIS), "chat",
+            "the API to drive: chat (/v1/chat/completions), completions (/v1/completions) or "
+            "responses (/v1/responses, the Responses API)", campaign="workload.api"),
+    _stream("--api-path", kinds.URL_PATH, None, "path of the endpoint (default: the --api's)",
+            campaign="workload.api_path", to_setting=_optional),
     _stream("--request-timeout", _SECONDS, 600.0,
             "total seconds per attempt from its send: connect, head and body",
             setting="request_timeout_s", campaign="workload.request_timeout_s"),
@@ -310,6 +314,10 @@ OPTIONS: tuple[Option, ...] = (
           "duration_prior_s"),
     _ramp("--ramplab-retry", kinds.RETRY, None, "retry policy: name or JSON mapping", "retry",
           campaign="retry"),
+    _ramp("--ramplab-engine-metrics", kinds.ENGINE_METRICS, "auto",
+          "the server's Prometheus figures, scraped each second: auto (ORIGIN/metrics, if the "
+          "server exposes a known engine's), off, or a URL", "engine_metrics",
+          campaign="engine_metrics"),
     _ramp("--ramplab-slo", kinds.SLO, None, "per-request SLOs, e.g. 'ttft_ms<=800'", "slo",
           campaign="slo"),
     # A campaign's gates reach the master through `ramplab run`, which adds its own `--gate`s.

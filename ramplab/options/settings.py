@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ramplab.errors import UsageError
+from ramplab.measure.apis import PATHS, Api
 from ramplab.options import schema
 
 __all__ = [
@@ -51,7 +52,8 @@ class UserSettings:
     extra_headers: dict[str, str] = field(default_factory=lambda: dict(_USER["extra_headers"]))
     stream: bool = _USER["stream"]
     include_usage: bool = _USER["include_usage"]
-    path: str = _USER["path"]
+    api: Api = _USER["api"]
+    api_path: str | None = _USER["api_path"]  # None: the API's own path (apis.PATHS)
     request_timeout_s: float = _USER["request_timeout_s"]
     connect_timeout_s: float = _USER["connect_timeout_s"]
     read_timeout_s: float = _USER["read_timeout_s"]
@@ -91,6 +93,11 @@ class UserSettings:
     output_lengths: str = _USER["output_lengths"]
     shared_prefix: dict[str, Any] = field(default_factory=lambda: dict(_USER["shared_prefix"]))
     prefix_salt: str | None = _USER["prefix_salt"]
+
+    @property
+    def path(self) -> str:
+        """The path requests are sent to."""
+        return self.api_path or PATHS[self.api]
 
     def check(self) -> UserSettings:
         """Cross-option checks (single values are checked by their kinds)."""

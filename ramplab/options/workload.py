@@ -14,6 +14,7 @@ from typing import Any
 
 from ramplab.errors import UsageError
 from ramplab.load.think import parse_think_time
+from ramplab.measure.apis import LIMIT_KEYS, prompt_fields
 from ramplab.options.settings import UserSettings
 from ramplab.workload.dataset import Dataset, parse_range
 from ramplab.workload.lengths import parse_output_lengths
@@ -59,15 +60,20 @@ def prompt_source(
 def request_body(
     settings: UserSettings, model: str, messages: Messages, max_tokens: int | None = None
 ) -> dict[str, Any]:
-    """The OpenAI body; extensions (``chunk_size``, ``ignore_eos``) only when asked for;
-    ``max_tokens`` (a dataset's output length) overrides ``--max-tokens``."""
+    """The OpenAI body of ``--api`` (``measure/apis.py``: the prompt's and the limit's fields);
+    extensions (``chunk_size``, ``ignore_eos``) only when asked for; ``max_tokens`` (a
+    dataset's output length) overrides ``--max-tokens``."""
+    api = settings.api
     body: dict[str, Any] = {
         "model": model,
-        "messages": messages,
-        "max_tokens": settings.max_tokens if max_tokens is None else max_tokens,
+        **prompt_fields(api, messages),
+        LIMIT_KEYS[api]: settings.max_tokens if max_tokens is None else max_tokens,
         "stream": settings.stream,
     }
-    if settings.stream and settings.include_usage:
+    if api == "responses":
+        body["store"] = False  # a load test's answers are not worth keeping on the server
+    elif settings.stream and settings.include_usage:
+        # The Responses API always ends with its usage and takes no stream_options for it.
         body["stream_options"] = {"include_usage": True}
     if settings.temperature is not None:
         body["temperature"] = settings.temperature

@@ -30,6 +30,7 @@ from ramplab.measure.record import UNFINISHED, RequestRecord
 from ramplab.metrics.live import LiveFigures
 from ramplab.options.run import RunOptions
 from ramplab.plugin.clock_sync import ClockProbe
+from ramplab.plugin.engine_scrape import EngineScraper
 from ramplab.records.files import RecordFiles
 from ramplab.results.producer import (
     EngineCounts,
@@ -78,6 +79,7 @@ class MasterEngine:
         self.stop_exit = ExitCode.OK
         self._watcher: gevent.Greenlet | None = None
         self.clocks: ClockProbe | None = None  # set by the plugin on a master with workers
+        self.scraper: EngineScraper | None = None  # the server's /metrics, when it has them
 
     # -- membership -----------------------------------------------------------------------
     def live_workers(self) -> list[str]:
@@ -106,6 +108,8 @@ class MasterEngine:
             self.broadcast()
             self._schedule_outage(self.plan.start_epoch)
             self._watcher = gevent.spawn(self._watch)
+            if self.scraper is not None:
+                self.scraper.start()
         return self.plan
 
     def _schedule_outage(self, run_start: float) -> None:
@@ -211,6 +215,8 @@ class MasterEngine:
         for record in self.unfinished_records(writer.files):
             writer.write(record)
         writer.flush()
+        if self.scraper is not None:
+            self.scraper.stop()
         return summarize(writer.files, self.facts(plan))
 
     def unfinished_records(self, files: RecordFiles) -> list[RequestRecord]:
@@ -305,6 +311,7 @@ class MasterEngine:
             clocks=self.clocks.offsets() if self.clocks is not None else None,
             health=health_from_reports(self.progress, stages),
             stopped_at_s=stopped_at_s,
+            engine_metrics=self.scraper.samples_path if self.scraper is not None else None,
             max_users=self.options.max_users,
         )
 

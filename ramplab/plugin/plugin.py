@@ -69,6 +69,7 @@ from ramplab.plugin.clock_sync import ClockProbe, answer_pings
 from ramplab.plugin.connect import ConnectWatch
 from ramplab.plugin.context import Sink, UserContext
 from ramplab.plugin.default_args import cache_default_args
+from ramplab.plugin.engine_scrape import EngineScraper, metrics_url
 from ramplab.plugin.exporters import Exporters, scenario_name
 from ramplab.plugin.forwarder import FLUSH_S, Forwarder, receive_into
 from ramplab.plugin.master import MasterEngine
@@ -162,6 +163,13 @@ class RamplabPlugin:
             self.writer.on_failure = self._on_storage_failure
         if run is not None:
             self._start_engines(run, settings.model)
+            url = metrics_url(run.engine_metrics, str(self.environment.host or ""))
+            if self.master_engine is not None and url is not None and settings.results_dir:
+                self.master_engine.scraper = EngineScraper(
+                    url,
+                    RunDir(settings.results_dir).engine_metrics,
+                    explicit=run.engine_metrics != "auto",
+                )
         web_ui = getattr(self.environment, "web_ui", None)
         if web_ui is not None and self.master_engine is not None:
             install_tab(web_ui, self.master_engine)

@@ -1,4 +1,5 @@
-"""``LLMStreamUser``: the Locust user that measures streaming chat completions exactly."""
+"""``LLMStreamUser``: the Locust user that measures streaming completions exactly (chat, legacy
+completions or the Responses API: ``--api``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from gevent import GreenletExit
 from locust import User, constant, task
 from locust.env import Environment
 
+from ramplab.measure.apis import LIMIT_KEYS
 from ramplab.measure.chain import Endpoint, RequestChain
 from ramplab.measure.client import MeasuredClient
 from ramplab.measure.record import RequestRecord
@@ -28,7 +30,7 @@ install(ramp=False)
 
 
 class LLMStreamUser(User):
-    """Sends OpenAI chat completions to ``--host`` and records each one.
+    """Sends OpenAI requests of ``--api`` to ``--host`` and records each one.
 
     The one entry point is :meth:`run_request`: one request (its whole attempt chain through
     ``retry_policy``), recorded in the run's records and the exact histograms, and fired as a
@@ -64,7 +66,9 @@ class LLMStreamUser(User):
     def chain(self) -> RequestChain:
         return RequestChain(
             self.client,
-            Endpoint(self.shared.url, self.shared.settings.request_timeout_s),
+            Endpoint(
+                self.shared.url, self.shared.settings.request_timeout_s, self.shared.settings.api
+            ),
             auth=self.shared.auth,
             retry=self.retry,
             counter=self.shared.counter,
@@ -106,7 +110,8 @@ class LLMStreamUser(User):
 
         ``messages`` (default: the next prompt), ``headers`` (added to ``--extra-headers``) and
         ``body_changes`` (over the body's fields) let a session send its history and affinity
-        header, and a trace replay its row's lengths."""
+        header, and a trace replay its row's lengths; they name the token limit ``max_tokens``
+        whatever the API, and it is sent under the API's own name (``max_output_tokens``)."""
         settings = self.shared.settings
         if messages is not None:  # a session's history, a trace row's prompt
             body = request_body(settings, self.shared.model(), messages)
@@ -116,7 +121,10 @@ class LLMStreamUser(User):
         else:
             body = request_body(settings, self.shared.model(), self.prompts.next())
         if body_changes:
-            body.update(body_changes)
+            changes = dict(body_changes)
+            if "max_tokens" in changes:
+                changes[LIMIT_KEYS[settings.api]] = changes.pop("max_tokens")
+            body.update(changes)
         sent = {**settings.extra_headers, **headers} if headers else settings.extra_headers
         try:
             record = self.chain.run(body, sent, intended_start, step, target_qps)

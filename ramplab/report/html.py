@@ -1,4 +1,5 @@
-"""``report.html``: the run's facts, recommendations, charts and tables in one offline file.
+"""``report.html``: the run's verdict, facts, recommendations, charts and tables in one offline
+file.
 
 plotly.js is inlined once in the head (``charts.plotly_script``); every chart is a ``<div>``
 with its ``Plotly.newPlot`` call, and there is no other script, stylesheet, font or image to
@@ -13,7 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ramplab.report.accounting import ACCOUNTING_NOTE, accounting_table, incomplete_lines
-from ramplab.report.charts import Chart, LabelledRun, charts_html, plotly_script, run_charts
+from ramplab.report.charts import (
+    GOODPUT,
+    Chart,
+    LabelledRun,
+    charts_html,
+    plotly_script,
+    run_charts,
+)
+from ramplab.report.engine import ENGINE_NOTE, engine_table, engine_totals
 from ramplab.report.markdown import RunMeta
 from ramplab.report.recommend import Recommendation
 from ramplab.report.tables import (
@@ -27,12 +36,19 @@ from ramplab.report.tables import (
     step_columns,
     turns_table,
 )
+from ramplab.report.verdict import Verdict
 from ramplab.results.breakdown import breakdowns
 from ramplab.results.summary import GateVerdict
 from ramplab.results.trust import run_warnings
 from ramplab.runs.rundir import write_atomically
 
-__all__ = ["html_page", "html_table", "recommendations_html", "write_html"]
+__all__ = [
+    "html_page",
+    "html_table",
+    "recommendations_html",
+    "verdict_html",
+    "write_html",
+]
 
 _STYLE = """
 body{font:14px system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
@@ -41,6 +57,12 @@ text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:
 figure.chart{margin:0 0 1.5em 0;max-width:1100px}figcaption{font-size:12px;color:#555}
 li.distrust{color:#a40000}li.act{color:#7a4b00}li.note{color:#333}.sev{font-weight:600}
 p.warning{color:#a40000;border:1px solid #a40000;padding:6px 10px}
+#verdict{border:2px solid #2ca02c;border-radius:6px;padding:0 1em .5em;margin-bottom:1em}
+#verdict.trust-caution{border-color:#d58a00}#verdict.trust-untrusted{border-color:#a40000}
+#verdict table{margin:.3em 0;border:none}#verdict th,#verdict td{border:none;text-align:left;
+vertical-align:top;background:none}#verdict th{padding-right:1.2em}
+#verdict tr.trust td{font-weight:600}details.run{margin:.5em 0 1em}
+p.chart-collapsed{color:#555;font-style:italic;margin:0 0 1.5em 0}
 """
 
 
@@ -62,6 +84,19 @@ def recommendations_html(recommendations: Sequence[Recommendation]) -> str:
         for r in recommendations
     )
     return f"<ul>{items}</ul>"
+
+
+def verdict_html(verdict: Verdict) -> str:
+    """The verdict block, first on the page: one labelled sentence a row."""
+    cells = "".join(
+        f'<tr class="{html.escape(label)}"><th>{html.escape(label)}</th>'
+        f"<td>{html.escape(text)}</td></tr>"
+        for label, text in verdict.lines()
+    )
+    return (
+        f'<section id="verdict" class="trust-{verdict.trust.level}"><h2>Verdict</h2>'
+        f"<table>{cells}</table></section>"
+    )
 
 
 def html_page(
@@ -87,16 +122,19 @@ def write_html(
     meta: RunMeta,
     recommendations: Sequence[Recommendation],
     gates: Sequence[GateVerdict] = (),
+    verdict: Verdict | None = None,
 ) -> Path:
     """Write the run's report; every text is escaped."""
     summary = run.summary
     listed = "".join(
         f"<li>{html.escape(k)}: <code>{html.escape(v)}</code></li>" for k, v in meta.facts(summary)
     )
+    command = meta.data.get("command")
+    shown = f"<p>Command: <code>{html.escape(str(command))}</code></p>" if command else ""
     groups = breakdowns(run.digest.pooled("phases"))
     columns = step_columns(summary)
     sections = [
-        f"<ul>{listed}</ul>",
+        *([verdict_html(verdict)] if verdict is not None else []),
         *(
             f'<p class="warning"><strong>{html.escape(warning)}</strong></p>'
             for warning in run_warnings(summary)
@@ -105,6 +143,8 @@ def write_html(
             f'<p class="warning"><strong>{html.escape(line)}</strong></p>'
             for line in incomplete_lines(summary)
         ),
+        f'<details class="run"><summary>The run: command, target, shape, workers, clocks'
+        f"</summary>{shown}<ul>{listed}</ul></details>",
         "<h2>Recommendations</h2>",
         recommendations_html(recommendations),
         "<h2>Per step</h2>",
@@ -118,13 +158,19 @@ def write_html(
         ]
     sections.append("<h2>Charts</h2>")
     after = [
-        "<h2>Latency percentiles over all measured windows</h2>",
+        "<h2>Latency percentiles per step</h2>",
         html_table(latency_table(summary)),
         "<h2>What the generator delivered, per step</h2>",
+        f"<p>{html.escape(GOODPUT)}.</p>",
         html_table(load_table(summary, run.digest)),
     ]
     if groups:
         after += ["<h2>Where the time goes</h2>", html_table(phase_table(groups))]
+    engine = engine_table(summary)
+    if engine[1]:
+        said = " ".join(filter(None, (engine_totals(summary), ENGINE_NOTE)))
+        after += ["<h2>The server's own figures</h2>", f"<p>{html.escape(said)}</p>",
+                  html_table(engine)]  # fmt: skip
     after += [
         "<h2>Every request accounted for</h2>",
         f"<p>{html.escape(ACCOUNTING_NOTE)}</p>",

@@ -1,9 +1,10 @@
 """``report.md``: a run's report readable on its own, in a terminal or a pull request.
 
-Order: what ran; the recommendations (what a reader should do or distrust first); the per-step
-table; every latency with every percentile; what the generator delivered per step (lateness,
-drops, retries); where the time goes (the phase breakdown); the totals; the gates. The charts
-are in ``report.html`` beside it.
+Order: the verdict (``verdict.py``); warnings; what ran, folded; the recommendations (what a
+reader should do or distrust first); the per-step table; every latency with every percentile,
+per step; what the generator delivered per step (lateness, drops, retries); where the time goes
+(the phase breakdown); the server's own figures; the gates. The charts are in ``report.html``
+beside it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ramplab.report.accounting import ACCOUNTING_NOTE, accounting_table, incomplete_lines
+from ramplab.report.engine import ENGINE_NOTE, engine_table, engine_totals
 from ramplab.report.recommend import Recommendation
 from ramplab.report.tables import (
     Table,
@@ -26,16 +28,22 @@ from ramplab.report.tables import (
     sessions_line,
     slo_text,
     step_columns,
-    totals_table,
     turns_table,
 )
+from ramplab.report.verdict import Verdict
 from ramplab.results.breakdown import breakdowns
 from ramplab.results.digest import RunDigest
 from ramplab.results.summary import GateVerdict, RunSummary
 from ramplab.results.trust import run_warnings
 from ramplab.runs.rundir import RunDir
 
-__all__ = ["RunMeta", "markdown_table", "recommendation_lines", "render_markdown"]
+__all__ = [
+    "RunMeta",
+    "markdown_table",
+    "recommendation_lines",
+    "render_markdown",
+    "verdict_lines",
+]
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,11 @@ def recommendation_lines(recommendations: Sequence[Recommendation]) -> list[str]
     return [f"- **{r.severity}** — {r.message} (`{r.rule}`)" for r in recommendations] + [""]
 
 
+def verdict_lines(verdict: Verdict) -> list[str]:
+    """The verdict block: a bold label and its sentence a line."""
+    return ["## Verdict", "", *(f"- **{label}**: {text}" for label, text in verdict.lines()), ""]
+
+
 def render_markdown(
     name: str,
     meta: RunMeta,
@@ -101,20 +114,25 @@ def render_markdown(
     digest: RunDigest,
     recommendations: Sequence[Recommendation],
     gates: Sequence[GateVerdict] = (),
+    verdict: Verdict | None = None,
 ) -> str:
     parts = [f"# ramplab run `{name}`", ""]
-    if meta.data.get("command"):
-        parts += ["Command:", "", "```", str(meta.data["command"]), "```", ""]
-    parts += [f"- {k}: `{v}`" for k, v in meta.facts(summary)]
+    if verdict is not None:
+        parts += verdict_lines(verdict)
     for warning in run_warnings(summary):
-        parts += ["", f"> **{warning}**"]
+        parts += [f"> **{warning}**", ""]
     if summary.stopped_at_s is not None:
-        parts.append(
-            f"- interrupted after {summary.stopped_at_s:.1f} s: steps cover what ran before"
-        )
+        parts += [f"- interrupted after {summary.stopped_at_s:.1f} s: steps cover what ran before"]
     elif summary.rebuilt:
         parts.append("- summary rebuilt from the records (the run did not write one)")
     parts += [f"- **{line}**" for line in incomplete_lines(summary)]
+    # What ran: folded, so the answer comes first (GitHub and most viewers render <details>).
+    parts += ["", "<details><summary>The run: command, target, shape, workers, clocks</summary>",
+              ""]  # fmt: skip
+    if meta.data.get("command"):
+        parts += ["Command:", "", "```", str(meta.data["command"]), "```", ""]
+    parts += [f"- {k}: `{v}`" for k, v in meta.facts(summary)]
+    parts += ["", "</details>"]
     parts += ["", "## Recommendations", "", *recommendation_lines(recommendations)]
     columns = step_columns(summary)
     table = markdown_table([c[0] for c in columns], rows(summary, columns))
@@ -122,16 +140,18 @@ def render_markdown(
     parts += _section("TTFT by turn (multi-turn sessions)", turns_table(summary),
                       sessions_line(summary) or "")  # fmt: skip
     parts += _section(
-        "Latency percentiles over all measured windows",
+        "Latency percentiles per step",
         latency_table(summary),
-        "Exact over every successful request of every worker (lateness and TTFB: every request "
-        "sent).",
+        "Exact over every successful request of every worker in the step's measured window "
+        "(lateness and TTFB: every request sent). Per step only: a percentile pooled over loads "
+        "mixes their regimes (summary.json keeps the pooled figures).",
     )
     parts += _section(
         "What the generator delivered, per step",
         load_table(summary, digest),
         "Lateness: intended start → actual send. TTFT from the intended start keeps the "
-        "generator's delay; from the send it hides it.",
+        "generator's delay; from the send it hides it. Goodput: the requests per second that met "
+        "every SLO (or succeeded, without an SLO).",
     )
     groups = breakdowns(digest.pooled("phases"))
     parts += _section(
@@ -141,8 +161,9 @@ def render_markdown(
         "over every measured step. Server phases lie inside the client's wait + stream; the "
         "join rule is in docs/report.md.",
     )
+    parts += _section("The server's own figures", engine_table(summary),
+                      " ".join(filter(None, (engine_totals(summary), ENGINE_NOTE))))  # fmt: skip
     parts += _section("Every request accounted for", accounting_table(summary), ACCOUNTING_NOTE)
-    parts += _section("Over all measured windows", totals_table(summary))
     if gates:
         parts += _section("SLO gates", (["gate", "observed", "result"],
                                         [list(row) for row in gate_rows(gates)]))  # fmt: skip

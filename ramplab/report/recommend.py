@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from ramplab.results.breakdown import group_breakdown
 from ramplab.results.digest import RunDigest, StepDigest
 from ramplab.results.offered import offered_load, where
 from ramplab.results.summary import RunSummary, StepStats
+from ramplab.results.trust import TAIL_SAMPLE, late
 from ramplab.runs.rundir import RunDir, write_atomically
 
 __all__ = [
@@ -60,6 +61,9 @@ class Thresholds:
     tail_count: int = 100  # requests below which a step's p99 is not a tail
     tokenizer_share: float = 0.01  # records counted with the approximate tokenizer
     slo_miss: float = 0.10  # successes that missed the SLO, ÷ requests, per step
+    burst_itl_ratio: float = 0.25  # ITL p50 below this share of TPOT p50 ...
+    burst_zero_share: float = 0.30  # ... with at least this share of the step's gaps ...
+    burst_zero_gap_ms: float = 0.05  # ... under this (≈ 0: tokens that arrived together)
 
 
 @dataclass(frozen=True)
@@ -225,18 +229,21 @@ def dropped_arrivals(ev: Evidence, th: Thresholds) -> Recommendation | None:
 
 
 def generator_lateness(ev: Evidence, th: Thresholds) -> Recommendation | None:
-    """The client sent requests late (coordinated omission risk)."""
-    flagged = [s for s in ev.summary.steps if (s.lateness_ms.p99 or 0.0) >= th.lateness_p99_ms]
-    if not flagged:
+    """The client sent requests late (coordinated omission risk), judged as the run's trust
+    status judges it (``results/trust.py``: p99 over enough requests, p90 over fewer)."""
+    judged = [(s, j) for s in ev.summary.steps if (j := late(s, th.lateness_p99_ms)) is not None]
+    if not judged:
         return None
+    flagged = [s for s, _ in judged]
     first = min(flagged, key=lambda s: offered_load(s)[0])
-    worst = max(s.lateness_ms.p99 or 0.0 for s in flagged)
+    name, worst = max((j for _, j in judged), key=lambda j: j[1])
     return Recommendation(
         "generator_lateness", "distrust",
-        f"lateness p99 {worst:.0f} ms {where(flagged, ev.summary.steps)} (threshold "
-        f"{th.lateness_p99_ms:g} ms): the generator sent late; results at {_load(first)} and "
-        "above are not trustworthy (add workers or users, or lower the rate); TTFT from the "
-        "intended start keeps the delay, TTFT from send hides it",
+        f"lateness {name} {worst:.0f} ms {where(flagged, ev.summary.steps)} (threshold "
+        f"{th.lateness_p99_ms:g} ms; p99 over ≥ {TAIL_SAMPLE} sent requests, else p90): the "
+        f"generator sent late, so results at {_load(first)} and above describe a later load "
+        "than asked (add workers or users, or lower the rate); TTFT from the intended start "
+        "keeps the delay, TTFT from send hides it",
         "lateness_ms.p99", worst, th.lateness_p99_ms, tuple(s.index for s in flagged),
     )  # fmt: skip
 
@@ -378,6 +385,37 @@ def errors(ev: Evidence, th: Thresholds) -> Recommendation | None:
     )  # fmt: skip
 
 
+def bursting_server(ev: Evidence, th: Thresholds) -> Recommendation | None:
+    """Tokens delivered in bursts: ITL p50 far below TPOT, and many gaps ≈ 0. A server that
+    batches its sends (or a proxy that buffers them) delivers several events at once, then
+    nothing: the gaps inside a burst are ≈ 0 and the wait between bursts is one large gap, so
+    the ITL percentiles describe the bursts and TPOT (the stream's mean pace) is the figure to
+    read. Gaps read in one piece (coalesced) are not among the ITL values, so what fires this
+    reached the client as separate reads."""
+    flagged: list[tuple[StepStats, float, float, float]] = []
+    for step in ev.summary.steps:
+        d = ev.records_of(step)
+        itl, tpot = step.itl_ms.p50, step.tpot_ms.p50
+        if d is None or d.itl_ms.size < th.min_requests or itl is None or not tpot:
+            continue
+        zero = float(np.count_nonzero(d.itl_ms < th.burst_zero_gap_ms)) / d.itl_ms.size
+        if itl < th.burst_itl_ratio * tpot and zero >= th.burst_zero_share:
+            flagged.append((step, itl, tpot, zero))
+    if not flagged:
+        return None
+    worst, itl, tpot, zero = max(flagged, key=lambda f: f[3])
+    steps = [f[0] for f in flagged]
+    return Recommendation(
+        "bursting_server", "distrust",
+        f"the server delivered tokens in bursts {where(steps, ev.summary.steps)}: ITL p50 "
+        f"{itl:.2f} ms vs TPOT p50 {tpot:.2f} ms, {_pct(zero)} of gaps ≈ 0 (< "
+        f"{th.burst_zero_gap_ms:g} ms) at {_load(worst)} (thresholds: ITL p50 < "
+        f"{th.burst_itl_ratio:g} × TPOT p50 and ≥ {_pct(th.burst_zero_share)} of gaps ≈ 0) — "
+        "ITL percentiles describe the bursts, use TPOT for the pace a reader sees",
+        "share of ITL gaps ≈ 0", zero, th.burst_zero_share, tuple(s.index for s in steps),
+    )  # fmt: skip
+
+
 def tail_sample_size(ev: Evidence, th: Thresholds) -> Recommendation | None:
     """A p99 over fewer than ``tail_count`` requests is the few largest values, not a tail."""
     thin = [s for s in ev.summary.steps if 0 < s.ttft_ms.count < th.tail_count]
@@ -441,6 +479,7 @@ RULES: tuple[Rule, ...] = (
     signing_lock_wait,
     connection_setup,
     server_queueing,
+    bursting_server,
     retry_after_ignored,
     retry_amplification,
     errors,
@@ -465,12 +504,21 @@ def recommend(
     return sorted(fired, key=lambda r: _ORDER[r.severity])
 
 
+class _Judged(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
 def write_recommendations(
-    run_dir: Path, recommendations: Sequence[Recommendation], thresholds: Thresholds | None = None
+    run_dir: Path,
+    recommendations: Sequence[Recommendation],
+    thresholds: Thresholds | None = None,
+    verdict: _Judged | None = None,
 ) -> Path:
-    """``recommendations.json`` beside ``summary.json``: the fired rules and the thresholds."""
+    """``recommendations.json`` beside ``summary.json``: the verdict (``verdict.py``), the
+    fired rules and the thresholds."""
     path = run_dir / RECOMMENDATIONS_FILE
     data = {
+        "verdict": None if verdict is None else verdict.to_json(),
         "recommendations": [r.to_json() for r in recommendations],
         "thresholds": asdict(thresholds or Thresholds()),
         "rules": [rule.__name__ for rule in RULES],

@@ -26,7 +26,7 @@ __all__ = [
     "load_table",
     "phase_table",
     "rows",
-    "totals_table",
+    "step_latency_table",
 ]
 
 Table = tuple[list[str], list[list[str]]]
@@ -40,7 +40,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("requests", "requests", "{:d}"),
     ("errors", "errors", ""),
     ("goodput QPS", "goodput_qps", "{:.2f}"),
-    ("tokens/s", "output_tokens_per_s", "{:.0f}"),
+    ("output tokens/s", "output_tokens_per_s", "{:.0f}"),
     ("TTFT p50 ms", "ttft_ms.p50", "{:.1f}"),
     ("TTFT p99 ms", "ttft_ms.p99", "{:.1f}"),
     ("ITL p50 ms", "itl_ms.p50", "{:.2f}"),
@@ -123,13 +123,15 @@ def _percentile_cells(p: Percentiles) -> list[str]:
 
 
 def latency_table(summary: RunSummary) -> Table:
-    """Every latency over all measured windows, with p50/p90/p95/p99/p99.9/max/mean (ms)."""
-    headers = ["latency (ms)", "count", *(label for _, label in PERCENTILE_COLUMNS)]
+    """Every latency per step, with p50/p90/p95/p99/p99.9/max/mean (ms): a percentile pooled
+    over steps of different loads mixes their regimes and answers no capacity question, so the
+    report shows none (``summary.json`` keeps the pooled figures for other tools)."""
+    headers = ["latency (ms)", "offered", "count", *(label for _, label in PERCENTILE_COLUMNS)]
     body = []
     fields = LATENCY_FIELDS + (REASONING_FIELDS if summary.reasoning_tokens.count else ())
     for field, label in fields:
-        p: Percentiles = getattr(summary, field)
-        body.append([label, str(p.count), *_percentile_cells(p)])
+        _, rows = step_latency_table(summary, field)
+        body += [[label if i == 0 else "", *row] for i, row in enumerate(rows)]
     return headers, body
 
 
@@ -230,21 +232,6 @@ def phase_table(groups: Sequence[PhaseBreakdown]) -> Table:
     add("server", {k: v.removeprefix("server: ") for k, v in SERVER_LABELS.items()})
     body.append(["mean TTLT", *(c for g in groups for c in (_ms(g.ttlt_ms, 2), "100.0"))])
     return headers, body
-
-
-def totals_table(summary: RunSummary) -> Table:
-    """The run's headline figures over all measured windows (only those measured)."""
-    totals = [
-        ("achieved QPS", summary.achieved_qps),
-        ("goodput QPS", summary.goodput_qps),
-        ("error ratio", summary.error_ratio),
-        ("drop ratio", summary.drop_ratio),
-        ("retry amplification", summary.retry_amplification),
-        ("TTFT p99 ms", summary.ttft_ms.p99),
-        ("TTLT p99 ms", summary.ttlt_ms.p99),
-    ]
-    shown = [(k, f"{v:.4g}") for k, v in totals if isinstance(v, int | float)]
-    return [k for k, _ in shown], [[v for _, v in shown]] if shown else []
 
 
 def gate_rows(verdicts: Sequence[GateVerdict]) -> list[tuple[str, str, str]]:

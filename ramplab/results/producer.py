@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import pyarrow.compute as pc
 
 from ramplab.load.arrivals.schedule import make_process, schedule_chunks
 from ramplab.load.outage import RECOVERY_THRESHOLD, RECOVERY_WINDOW_S, Outage
@@ -35,6 +38,7 @@ from ramplab.results.columnar import (
     scan_run,
 )
 from ramplab.results.conservation import incomplete_reasons
+from ramplab.results.engine import EngineSample, read_samples, run_totals, window_figures
 from ramplab.results.selfcheck import judge
 from ramplab.results.sessions import sessions_summary
 from ramplab.results.slo import Gate, RequestSlo, evaluate_gates
@@ -125,6 +129,7 @@ class RunFacts:
     crashed: bool = False  # rebuilt because the master wrote no summary; cut at the last record
     clocks: Mapping[str, ClockOffset] | None = None  # distributed run: each worker's offset
     health: Sequence[Mapping[str, WorkerHealth]] | None = None  # per stage: workers' self-check
+    engine_metrics: Path | None = None  # the server's scrapes (``results/engine.py``), if any
     max_users: int | None = None  # --ramplab-max-users: the cap on users over all workers
 
 
@@ -156,8 +161,11 @@ def summarize(source: Sequence[RequestRecord] | RecordFiles, facts: RunFacts) ->
     counts = facts.counts
     _check_lengths(n, facts.scheduled, counts)
     dropped = _dropped(n, facts)
+    samples = read_samples(facts.engine_metrics) if facts.engine_metrics is not None else []
     steps = tuple(
-        _step(stage, columns, facts, index_dropped, index)
+        _step(stage, columns, facts, index_dropped, index).model_copy(
+            update={"engine": _engine(samples, stage, run_start)}
+        )
         for index, (stage, index_dropped) in enumerate(zip(shape.stages, dropped, strict=True))
     )
     window = sum(st.measured_s for st in steps)
@@ -202,6 +210,7 @@ def summarize(source: Sequence[RequestRecord] | RecordFiles, facts: RunFacts) ->
             crashed=facts.crashed,
         ),
         corrupt_records=facts.corrupt_records,
+        engine=_engine_totals(samples, batches),
     )
     if not facts.gates:
         return summary
@@ -290,6 +299,30 @@ def _step(
         untrusted=untrusted,
         untrusted_reason=untrusted_reason,
     )
+
+
+def _engine(
+    samples: Sequence[EngineSample], stage: Stage, run_start: float | None
+) -> dict[str, Any] | None:
+    if not samples or run_start is None:
+        return None
+    start = run_start + stage.start_s + stage.warmup_s
+    return window_figures(samples, start, run_start + stage.start_s + stage.duration_s)
+
+
+def _engine_totals(samples: Sequence[EngineSample], batches: Batches) -> dict[str, Any] | None:
+    """The server's counters over the run beside the client's own sums over every record,
+    warm-ups included (the server counts them too): tokens as each answer's usage gave them."""
+    totals = run_totals(samples)
+    if totals is None:
+        return None
+    prompt = output = completed = 0
+    for batch in batches(["prompt_tokens", "output_tokens", "ok"]):
+        prompt += int(pc.sum(batch.column("prompt_tokens")).as_py() or 0)
+        output += int(pc.sum(batch.column("output_tokens")).as_py() or 0)
+        completed += int(pc.sum(batch.column("ok").cast("int64")).as_py() or 0)
+    return {**totals, "client": {"prompt_tokens": prompt, "generation_tokens": output,
+                                 "requests": completed}}  # fmt: skip
 
 
 def _any(values: Sequence[bool | None]) -> bool | None:

@@ -171,6 +171,9 @@ class StepStats(Figures):
     # Whether the step's timing tails can be trusted to ±1 ms (``results/trust.py``).
     untrusted: bool | None = None
     untrusted_reason: str | None = None
+    # The server's own Prometheus figures over the step's window (``results/engine.py``);
+    # None when the run scraped none.
+    engine: dict[str, Any] | None = None
 
 
 class OutageSummary(_Frozen):
@@ -254,6 +257,9 @@ class RunSummary(Figures):
     unaccounted: int | None = None
     incomplete: tuple[str, ...] = ()
     corrupt_records: int = 0  # lines of requests.jsonl skipped as not records
+    # The server's counters over the whole run (``results/engine.py``): held against the
+    # client's own token and request counts.
+    engine: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``summary.json`` form (plain JSON values; what gates are evaluated on)."""

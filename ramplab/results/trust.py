@@ -28,18 +28,27 @@ not untrusted; one whose stamps cannot say when bytes arrived is, whatever its C
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from ramplab.measure.record import RequestRecord
 from ramplab.results.selfcheck import flagged_steps, generator_warning, untrust_passes
-from ramplab.results.summary import GateVerdict, RunSummary, WorkerHealth
+from ramplab.results.summary import GateVerdict, RunSummary, StepStats, WorkerHealth
 
 __all__ = [
+    "DROP_RATIO",
+    "LATENESS_MS",
     "STAMP_BOUND_MS",
+    "TAIL_SAMPLE",
     "TAIL_SHARE",
+    "RunTrust",
+    "StepTrust",
     "judge_stamps",
+    "late",
+    "run_trust",
     "run_warnings",
     "stamp_figures",
+    "step_trust",
     "timing_gate",
     "untrusted_gates",
     "untrusted_warning",
@@ -128,3 +137,104 @@ def run_warnings(summary: RunSummary) -> list[str]:
     the bottleneck (``selfcheck.py``), its stamps cannot vouch for the tails (above)."""
     found = (generator_warning(summary), untrusted_warning(summary))
     return [warning for warning in found if warning is not None]
+
+
+# The one trust status every view states (the verdict, the recommendations, the terminal): the
+# generator self-check, the stamps, the drops and the lateness judged together, each on enough
+# requests to mean something.
+Level = Literal["trusted", "caution", "untrusted"]
+LATENESS_MS = 20.0  # lateness at the judged percentile above which a step was sent late
+DROP_RATIO = 0.01  # dropped ÷ scheduled above which the target saw less than the offered load
+# A p99 over fewer requests is the few largest values: such a step is judged at p90 instead,
+# and one over fewer than MIN_LATENESS_SAMPLE sent requests not on lateness at all.
+TAIL_SAMPLE = 100
+MIN_LATENESS_SAMPLE = 10
+
+
+@dataclass(frozen=True, slots=True)
+class StepTrust:
+    """One step's standing: ``untrusted`` (its figures measured the generator — the run exits
+    4 —, or its stamps cannot vouch for the tails — gates on timing figures read
+    ``untrusted``), ``caution`` (the load it offered was late or
+    thinned by drops: the figures are exact, but for a lighter or later load than asked) or
+    ``trusted``, with the reasons."""
+
+    index: int
+    level: Level
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunTrust:
+    """The run's standing: its worst step's level, and every step that is not trusted."""
+
+    level: Level
+    steps: tuple[StepTrust, ...]
+
+    @property
+    def flagged(self) -> tuple[StepTrust, ...]:
+        return tuple(s for s in self.steps if s.level != "trusted")
+
+    def of(self, index: int) -> StepTrust | None:
+        return next((s for s in self.steps if s.index == index), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "steps": [
+                {"index": s.index, "level": s.level, "reasons": list(s.reasons)}
+                for s in self.flagged
+            ],
+        }
+
+
+def late(step: StepStats, limit_ms: float = LATENESS_MS) -> tuple[str, float] | None:
+    """``(percentile, value)`` when the step was sent late: lateness p99 at or above
+    ``limit_ms`` over at least ``TAIL_SAMPLE`` sent requests, or p90 over fewer (at least
+    ``MIN_LATENESS_SAMPLE``); None otherwise."""
+    count = step.lateness_ms.count
+    if count >= TAIL_SAMPLE:
+        judged = ("p99", step.lateness_ms.p99)
+    elif count >= MIN_LATENESS_SAMPLE:
+        judged = ("p90", step.lateness_ms.p90)
+    else:
+        return None
+    name, value = judged
+    if value is None or value < limit_ms:
+        return None
+    return name, value
+
+
+def step_trust(
+    step: StepStats, lateness_ms: float = LATENESS_MS, drop_ratio: float = DROP_RATIO
+) -> StepTrust:
+    untrusted = []
+    if step.generator_bound:
+        untrusted.append(f"generator-bound: {step.generator_reason}")
+    if step.untrusted:
+        untrusted.append(f"stamps untrusted: {step.untrusted_reason}")
+    if untrusted:
+        return StepTrust(step.index, "untrusted", tuple(untrusted))
+    caution = []
+    judged = late(step, lateness_ms)
+    if judged is not None:
+        name, value = judged
+        caution.append(f"sent late: lateness {name} {value:.0f} ms (limit {lateness_ms:g} ms)")
+    if (step.drop_ratio or 0.0) >= drop_ratio:
+        caution.append(
+            f"{step.dropped} of {step.scheduled} arrivals dropped ({step.drop_ratio:.1%}; limit "
+            f"{drop_ratio:.0%})"
+        )
+    return StepTrust(step.index, "caution" if caution else "trusted", tuple(caution))
+
+
+def run_trust(
+    summary: RunSummary, lateness_ms: float = LATENESS_MS, drop_ratio: float = DROP_RATIO
+) -> RunTrust:
+    """Every step's standing; the run's level is its worst step's."""
+    steps = tuple(step_trust(s, lateness_ms, drop_ratio) for s in summary.steps)
+    levels = {s.level for s in steps}
+    level: Level = (
+        "untrusted" if "untrusted" in levels else "caution" if "caution" in levels else "trusted"
+    )
+    return RunTrust(level, steps)

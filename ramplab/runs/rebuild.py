@@ -180,7 +180,13 @@ def rebuild_summary(
                          stopped_at_s=stopped_at_s, gates=gates, crashed=crashed,
                          corrupt_records=corrupt)  # fmt: skip
         return summarize([], facts).model_copy(update={"steps": ()})
-    facts = dataclasses.replace(facts, corrupt_records=corrupt, crashed=crashed)
+    scrapes = RunDir(run_dir).engine_metrics
+    facts = dataclasses.replace(
+        facts,
+        corrupt_records=corrupt,
+        crashed=crashed,
+        engine_metrics=scrapes if scrapes.is_file() else None,
+    )
     return summarize(files, facts)
 
 

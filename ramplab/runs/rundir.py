@@ -66,6 +66,7 @@ class RunDir:
     REPORT_MD = "report.md"
     REPORT_HTML = "report.html"
     RECOMMENDATIONS = "recommendations.json"
+    ENGINE_METRICS = "engine_metrics.jsonl"
     SEARCH = "search.json"
     SEARCH_MD = "search.md"
     SEARCH_HTML = "search.html"
@@ -102,6 +103,11 @@ class RunDir:
     @property
     def recommendations(self) -> Path:
         return self.path / self.RECOMMENDATIONS
+
+    @property
+    def engine_metrics(self) -> Path:
+        """The server's Prometheus figures, one scrape a line (``results/engine.py``)."""
+        return self.path / self.ENGINE_METRICS
 
     @property
     def search(self) -> Path:

@@ -2,8 +2,9 @@
 
 Built from ``search.json`` alone, so ``ramplab report SEARCH_DIR`` rewrites both at any time: the
 probes in the order they ran (rate offered and achieved, arrivals by fate, attainment with its
-interval, TTFT and ITL p50/p99, verdict and reason), the bracket and the answer. The HTML is one
-offline file; every value in it is escaped (a reason quotes a campaign's text).
+interval, TTFT and ITL p50/p99, verdict and reason), the bracket and the answer; the HTML adds
+a chart of attainment and TTFT against the offered rate (the run report's page shell, plotly
+inlined: one offline file). Every value in it is escaped (a reason quotes a campaign's text).
 """
 
 from __future__ import annotations
@@ -13,10 +14,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import plotly.graph_objects as go
+
+from ramplab.report.charts import Chart
+from ramplab.report.html import html_page
 from ramplab.runs.rundir import RunDir, write_atomically
 from ramplab.search.table import COUNTS, answer_line, unplaced
 
-__all__ = ["HEADERS", "probe_rows", "search_html", "search_markdown", "write_search_report"]
+__all__ = [
+    "HEADERS",
+    "probe_rows",
+    "probes_chart",
+    "search_html",
+    "search_markdown",
+    "write_search_report",
+]
 
 HEADERS = ("#", "phase", "offered QPS", "achieved QPS", *COUNTS, "unplaced", "attainment %",
            "CI %", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "verdict",
@@ -64,7 +76,7 @@ def _facts(data: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [
         ("campaign", str(data.get("campaign", ""))),
         ("target", str(data.get("target", ""))),
-        ("SLO", str(data.get("slo", ""))),
+        ("SLO", _slo_text(data.get("slo"))),
         ("goal", f"≥ {_num(spec.get('goodput_min'), 'g')} % of arrivals meet every SLO"),
         ("decision rule", rule),
         ("bracket", f"[{_num(low)}, {_num(high)}] QPS (highest pass, lowest fail)"),
@@ -88,27 +100,95 @@ def search_markdown(data: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _slo_text(slo: Any) -> str:
+    if isinstance(slo, Mapping) and slo:
+        return ", ".join(f"{name} ≤ {limit:g} ms" for name, limit in slo.items())
+    return str(slo or "none")
+
+
+def probes_chart(data: Mapping[str, Any]) -> Chart | None:
+    """Attainment and TTFT p50/p99 against the offered rate, one marker a probe coloured by its
+    verdict, the goal as a dashed line and the bracket shaded; None without a measured probe."""
+    probes = [p for p in data.get("probes") or [] if isinstance(p.get("rate"), int | float)]
+    if not probes:
+        return None
+    fig = go.Figure()
+    for verdict, colour in _VERDICT_COLOURS.items():
+        chosen = [p for p in probes if p.get("verdict") == verdict]
+        if not chosen:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[p["rate"] for p in chosen],
+            y=[None if (a := (p.get("attainment") or {}).get("estimate")) is None else 100 * a
+               for p in chosen],
+            mode="markers", name=f"attainment % ({verdict})",
+            marker={"color": colour, "size": 11, "symbol": "circle"},
+            text=[f"probe {p.get('index')}: {p.get('reason', '')}" for p in chosen],
+            hovertemplate="%{x:g} QPS: %{y:.1f} %<br>%{text}<extra></extra>",
+        ))  # fmt: skip
+    # Markers only: a rate probed twice (a generator-limited retry) has two points, not a zigzag.
+    for key, name, symbol in (("p50", "TTFT p50 ms", "circle-open"), ("p99", "TTFT p99 ms", "x")):
+        fig.add_trace(go.Scatter(
+            x=[p["rate"] for p in probes],
+            y=[(p.get("ttft_ms") or {}).get(key) for p in probes],
+            mode="markers", name=name, yaxis="y2",
+            marker={"color": "#555", "size": 8, "symbol": symbol},
+        ))  # fmt: skip
+    goal = (data.get("spec") or {}).get("goodput_min")
+    if isinstance(goal, int | float):
+        fig.add_hline(
+            y=goal,
+            line={"dash": "dash", "color": "#444"},
+            annotation_text=f"goal {goal:g} %",
+            annotation_position="bottom right",
+        )
+    low, high = ((data.get("answer") or {}).get("bracket")) or (None, None)
+    if isinstance(low, int | float) and isinstance(high, int | float):
+        fig.add_vrect(x0=low, x1=high, fillcolor="#2ca02c", opacity=0.12, line_width=0,
+                      annotation_text="bracket", annotation_position="top left")  # fmt: skip
+    fig.update_layout(
+        title="Probes: attainment and TTFT against the offered rate",
+        xaxis={"title": "offered QPS", "rangemode": "tozero"},
+        yaxis={"title": "attainment %", "range": [0, 105]},
+        yaxis2={"title": "TTFT ms", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+        legend={"orientation": "h", "y": -0.25}, height=420,
+        margin={"l": 60, "r": 60, "t": 50, "b": 40},
+    )  # fmt: skip
+    return Chart("probes", "Probes", fig, "Each marker is one probe, in the table below by its "
+                 "number; the bracket is where the answer lies.")  # fmt: skip
+
+
+_VERDICT_COLOURS = {"pass": "#2ca02c", "fail": "#d62728", "generator-limited": "#ff7f0e",
+                    "interrupted": "#7f7f7f"}  # fmt: skip
 _CSS = (
-    "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-    "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-    "td:last-child,td:nth-child(2){text-align:left}.pass{color:#080}.fail{color:#b00}"
+    "<style>tr.pass td{color:#080}tr.fail td{color:#b00}tr.generator-limited td{color:#a60}"
+    "td.reason{text-align:left;max-width:26em;font-size:12px}"
+    "dl.facts{display:grid;grid-template-columns:max-content auto;gap:2px 1.2em}"
+    "dl.facts dt{font-weight:600}dl.facts dd{margin:0}</style>"
 )
 
 
 def search_html(data: Mapping[str, Any]) -> str:
     esc = html.escape
-    title = esc(f"Search: {data.get('campaign', '')}")
+    title = f"Search: {data.get('campaign', '')}"
     facts = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in _facts(data))
     head = "".join(f"<th>{esc(h)}</th>" for h in HEADERS)
     body = []
     for row in probe_rows(data.get("probes") or []):
         verdict = row[HEADERS.index("verdict")]
-        cells = "".join(f"<td>{esc(c)}</td>" for c in row)
-        body.append(f'<tr class="{esc(verdict)}">{cells}</tr>')
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title>"
-            f"<style>{_CSS}</style></head><body><h1>{title}</h1><p>{esc(answer_line(data))}</p>"
-            f"<dl>{facts}</dl><h2>Probes, in the order they ran</h2><table><thead><tr>{head}"
-            f"</tr></thead><tbody>{''.join(body)}</tbody></table></body></html>\n")  # fmt: skip
+        cells = "".join(f"<td>{esc(c)}</td>" for c in row[:-1])
+        body.append(
+            f'<tr class="{esc(verdict)}">{cells}<td class="reason">{esc(row[-1])}</td></tr>'
+        )
+    chart = probes_chart(data)
+    sections = [
+        _CSS,
+        f'<section id="verdict"><h2>Answer</h2><p><strong>{esc(answer_line(data))}</strong></p>'
+        f'<dl class="facts">{facts}</dl></section>',
+    ]
+    table = (f"<h2>Probes, in the order they ran</h2><table><thead><tr>{head}</tr></thead>"
+             f"<tbody>{''.join(body)}</tbody></table>")  # fmt: skip
+    return html_page(title, sections, [chart] if chart is not None else [], [table])
 
 
 def write_search_report(directory: Path, data: Mapping[str, Any]) -> tuple[Path, Path]:

@@ -26,12 +26,14 @@ import socket
 import ssl
 import time
 from collections.abc import Callable, Mapping
+from typing import cast
 from urllib.parse import urlsplit
 
 import httpx
 
 from ramplab.campaign.schema import Campaign
 from ramplab.errors import CampaignError, StackError, UsageError
+from ramplab.measure.apis import LIMIT_KEYS, PATHS, Api, prompt_fields
 
 __all__ = ["REFUSED_FOR_S", "preflight", "reach", "server_message"]
 
@@ -141,10 +143,11 @@ def _check_request(
     client: httpx.Client, base: str, campaign: Campaign, model: str | None, headers: dict[str, str]
 ) -> None:
     w = campaign.workload
-    url = base + w.api_path
+    api = cast("Api", w.api)
+    url = base + (w.api_path or PATHS[api])
     body: dict[str, object] = {
-        "messages": [{"role": "user", "content": _PROMPT}],
-        "max_tokens": min(w.max_tokens, 4),
+        **prompt_fields(api, [{"role": "user", "content": _PROMPT}]),
+        LIMIT_KEYS[api]: min(w.max_tokens, 4),
         "stream": w.stream,
         **w.extra_body,
     }

@@ -28,12 +28,11 @@ from ramplab.campaign import preflight
 from ramplab.campaign.schema import Campaign, Preflight
 from ramplab.errors import StackError, StorageError, UsageError
 from ramplab.exitcodes import ExitCode
-from ramplab.report.run import print_steps, write_report
+from ramplab.report.run import print_results, write_report
 from ramplab.results.failures import ceiling_verdict, top_kinds
 from ramplab.results.outcome import exit_code
-from ramplab.results.slo import Gate, evaluate_gates, print_gates
+from ramplab.results.slo import Gate, evaluate_gates
 from ramplab.results.summary import RunSummary
-from ramplab.results.trust import run_warnings
 from ramplab.runs.naming import keep_trace, new_results_dir
 from ramplab.runs.progress import LiveProgress
 from ramplab.runs.rebuild import CAMPAIGN_FILE, interrupted_summary, load_summary
@@ -211,18 +210,22 @@ def _finish(
         run_failed=outcome.run_failed,
         max_error_ratio=ceiling,
     )
+    ceiling_lines = []
     if code == ExitCode.SLO_MISSED and summary is not None:
-        _print_ceiling(summary, ceiling, run_dir, console, meta)
+        ceiling_lines = _ceiling_lines(summary, ceiling, run_dir, meta)
+    meta.update({"exit_code": int(code), "finished": datetime.now(UTC).isoformat()})
+    _write_meta(run_dir, meta)
+    if summary is not None:
+        written = write_report(run_dir, summary, summary.gates)
+        print_results(summary, written, console, _title(summary, outcome))
+    for line in ceiling_lines:
+        console.print(line, highlight=False)
     if (
         code == ExitCode.RUN_FAILED
         and not outcome.failed
         and (summary is None or not summary.requests)
     ):
         console.print("[red]the run produced no request records[/]")
-    meta.update({"exit_code": int(code), "finished": datetime.now(UTC).isoformat()})
-    _write_meta(run_dir, meta)
-    if summary is not None:
-        write_report(run_dir, summary, summary.gates)
     console.print(f"results: {run_dir} (exit code {int(code)})")
     return code
 
@@ -234,21 +237,20 @@ def _ceiling(request: RunRequest) -> float:
     return request.campaign.max_error_ratio
 
 
-def _print_ceiling(
-    summary: RunSummary, ceiling: float, run_dir: Path, console: Console, meta: dict[str, Any]
-) -> None:
-    """The error ceiling's verdict with the top error kinds, one server message each."""
+def _ceiling_lines(
+    summary: RunSummary, ceiling: float, run_dir: Path, meta: dict[str, Any]
+) -> list[str]:
+    """The error ceiling's verdict with the top error kinds, one server message each (console
+    markup), recorded in ``meta``."""
     verdict = ceiling_verdict(summary, ceiling)
     if verdict is None:
-        return
+        return []
     try:
         kinds = top_kinds([r for r in RunDir(run_dir).records.records() if not r.ok])
     except (OSError, ValueError):
         kinds = []
     meta["error_ceiling"] = {"verdict": verdict, "top_kinds": kinds}
-    console.print(f"[red]{escape(verdict)}[/]", highlight=False)
-    for line in kinds:
-        console.print(f"  {escape(line)}", highlight=False)
+    return [f"[red]{escape(verdict)}[/]", *(f"  {escape(line)}" for line in kinds)]
 
 
 def _storage_fault(run_dir: Path) -> StorageError | None:
@@ -531,12 +533,20 @@ def _watch(
     return code
 
 
+def _title(summary: RunSummary, outcome: _Outcome) -> str:
+    title = "per-step summary"
+    if summary.stopped_at_s is not None:
+        how = "interrupted" if outcome.interrupted else "stopped"
+        title += f" ({how} after {summary.stopped_at_s:.1f} s)"
+    return title
+
+
 def _summary(
     run_dir: Path, gates: list[Gate], console: Console, outcome: _Outcome
 ) -> RunSummary | None:
-    """The master's summary (rebuilt and saved when it is missing or the run was interrupted),
-    the per-step table and the gate verdicts. Gates are evaluated here only on a rebuilt
-    summary — by the same producer as the master's."""
+    """The master's summary (rebuilt and saved when it is missing or the run was interrupted)
+    with its gate verdicts. Gates are evaluated here only on a rebuilt summary — by the same
+    producer as the master's."""
     try:
         if outcome.interrupted:
             summary = interrupted_summary(run_dir, outcome.stopped_at, gates)
@@ -545,10 +555,6 @@ def _summary(
     except UsageError as exc:
         console.print(f"[red]no summary: {exc}[/]")
         return None
-    title = "per-step summary"
-    if summary.stopped_at_s is not None:
-        how = "interrupted" if outcome.interrupted else "stopped"
-        title += f" ({how} after {summary.stopped_at_s:.1f} s)"
     if outcome.interrupted:  # interrupted_summary wrote it
         console.print("[yellow]summary.json rebuilt from the records over what ran[/]")
     elif summary.rebuilt:  # the master wrote none (killed mid-run: cut at its last record)
@@ -558,9 +564,4 @@ def _summary(
         # A locustfile without the ramp engine does not know the gates: they are judged here.
         summary = summary.model_copy(update={"gates": evaluate_gates(gates, summary.to_json())})
         summary.write(RunDir(run_dir).summary)
-    print_steps(summary, console, title)
-    if summary.gates:
-        print_gates(summary.gates, console)
-    for warning in run_warnings(summary):
-        console.print(f"[red]{escape(warning)}[/]")
     return summary

@@ -35,12 +35,20 @@ if(xs[i]!==null&&xs[i]!==undefined){n++}}return n});
 out.push({id:gd.id,drawn:gd.classList.contains('js-plotly-plot'),
 svg:gd.querySelectorAll('.main-svg').length,traces:traces})});
 var pre=document.createElement('pre');pre.id='ramplab-probe';
-pre.textContent=JSON.stringify({charts:out,errors:window.__errors});
+var v=document.getElementById('verdict'),box=v?v.getBoundingClientRect():null;
+pre.textContent=JSON.stringify({charts:out,errors:window.__errors,viewport:window.innerHeight,
+verdict:box?{top:box.top,bottom:box.bottom,text:v.innerText}:null});
 document.body.appendChild(pre)},0)});</script>"""
 
 
-def render(page: Path, tmp: Path) -> tuple[dict[str, Any], str]:
-    """The probe's findings and chromium's log, for ``page`` opened from disk."""
+# The first viewport a reader sees: a laptop's browser window.
+WINDOW = (1280, 800)
+
+
+def render(page: Path, tmp: Path, screenshot: Path | None = None) -> tuple[dict[str, Any], str]:
+    """The probe's findings (each chart's traces, the verdict block's place, the viewport's
+    height) and chromium's log, for ``page`` opened from disk in a ``WINDOW``-sized window;
+    with ``screenshot``, also a PNG of the first viewport of the page as it is."""
     text = page.read_text(encoding="utf-8")
     probed = tmp / "probed.html"
     probed.write_text(
@@ -51,10 +59,20 @@ def render(page: Path, tmp: Path) -> tuple[dict[str, Any], str]:
     done = subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
          "--disable-extensions", f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr",
-         "--v=0", "--virtual-time-budget=20000", "--dump-dom", probed.as_uri()],
+         "--v=0", f"--window-size={WINDOW[0]},{WINDOW[1]}", "--virtual-time-budget=20000",
+         "--dump-dom", probed.as_uri()],
         capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    if screenshot is not None:
+        shot = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-extensions", f"--user-data-dir={tmp / 'profile-shot'}",
+             "--hide-scrollbars", f"--window-size={WINDOW[0]},{WINDOW[1]}",
+             "--virtual-time-budget=20000", f"--screenshot={screenshot}", page.as_uri()],
+            capture_output=True, text=True, timeout=180, check=False,
+        )  # fmt: skip
+        assert shot.returncode == 0, shot.stderr[-3000:]
     found = re.search(r'<pre id="ramplab-probe">(.*?)</pre>', done.stdout, flags=re.DOTALL)
     assert found, "the probe never ran: " + done.stderr[-2000:]
     return json.loads(html.unescape(found.group(1))), done.stderr

@@ -7,6 +7,8 @@ several), deltas with content, reasoning, both or neither, legacy ``text``, usag
 comment lines must leave every field of ``AttemptResult`` the same and fail the same way. One
 change on purpose, in both: ``choices`` that is there but not an array is ``malformed_json``
 (a number used to raise a ``TypeError`` out of the attempt; a string or object was walked).
+A second, with the APIs (``apis.py``): the first choice's legacy ``text`` is signed content too,
+as ``delta.content`` is (``/v1/completions`` streams carry it there).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ramplab.errors import IntegrityError
-from ramplab.measure.attempt import AttemptResult, TokenEvent, _handle_event, _StreamFailure
+from ramplab.measure.attempt import _handle_event, _StreamFailure
 from ramplab.measure.integrity import Signature
+from ramplab.measure.result import AttemptResult, TokenEvent
 from ramplab.measure.sse import SSEEvent
 
 
@@ -53,6 +56,8 @@ def _collect_content(result: AttemptResult, chunk: Mapping[str, Any]) -> None:
         delta = choices[0].get("delta")
         if isinstance(delta, Mapping) and isinstance(delta.get("content"), str):
             result.content_parts.append(delta["content"])
+        if isinstance(choices[0].get("text"), str):
+            result.content_parts.append(choices[0]["text"])
 
 
 def _apply_usage(result: AttemptResult, usage: Any) -> None:

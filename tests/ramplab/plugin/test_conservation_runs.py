@@ -44,6 +44,8 @@ class HangingTarget:
         self._lock = threading.Lock()
 
     def __call__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+        if method != "POST":  # the master's look for engine metrics: this server has none
+            return Reply(status=404, body=[b"not found"], chunked=False)
         with self._lock:
             self.posts += 1
             n = next(self.count)
@@ -150,6 +152,8 @@ def test_closed_loop_finishes_the_requests_of_a_down_step_and_of_the_end(tmp_pat
 
     class Slow(HangingTarget):
         def __call__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+            if method != "POST":
+                return Reply(status=404, body=[b"not found"], chunked=False)
             with self._lock:
                 self.posts += 1
             return Reply(body=[chunk("a"), ("sleep", 0.4), chunk("b"), USAGE, DONE])
@@ -216,6 +220,6 @@ def test_interrupted_run_records_what_was_in_flight(tmp_path: Path, workers: int
            step["completed"], step["failed"], step["unfinished"], 0]  # fmt: skip
     assert re.search(r"│\s+0\s+│\s+" + r"\s+│\s+".join(map(str, row)) + r"\s+│", screen), screen
     assert "incomplete: the run was stopped at" in screen
-    text = write_report(run.out, parsed).read_text()
+    text = write_report(run.out, parsed).markdown.read_text()
     assert "## Every request accounted for" in text
     assert "- **incomplete: the run was stopped at" in text

@@ -3,6 +3,7 @@ charts (offered load on x, one run or several overlaid, every chart with data, o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
@@ -17,8 +18,19 @@ from ramplab.results.digest import digest_records, read_digest
 from ramplab.runs.rundir import RunDir
 from tests.ramplab.results.handmade import PHASES, SERVER, Run, failed, full, rec, steady
 
-KEYS = ["throughput", "ttft", "itl", "tpot", "ttlt", "stream_rate", "errors", "retries",
-        "lateness", "omission", "dropped", "ttft_cdf", "itl_cdf", "phases"]  # fmt: skip
+# Every chart of a run without sessions, reasoning or a prefix cache, in reading order; those in
+# QUIET collapse into one sentence (key ``quiet``) when nothing happened.
+KEYS = ["throughput", "pareto", "ttft", "itl", "tpot", "ttlt", "concurrency", "tokens",
+        "stream_rate", "errors", "retries", "lateness", "omission", "dropped", "timeline",
+        "ttft_cdf", "itl_cdf", "tpot_cdf", "ttlt_cdf", "phases"]  # fmt: skip
+QUIET = ("errors", "retries", "dropped")
+
+
+def drawn(keys: Sequence[str] = QUIET) -> list[str]:
+    """``KEYS`` with the charts in ``keys`` collapsed into the ``quiet`` sentence."""
+    at = min(KEYS.index(k) for k in keys)
+    kept = [k for k in KEYS if k not in keys]
+    return [*kept[:at], "quiet", *kept[at:]]
 
 
 def test_the_digest_counts_exactly_the_records_the_summary_counts() -> None:
@@ -124,23 +136,29 @@ def points(trace: object) -> int:
 def test_every_chart_has_data_on_the_offered_load_axis(count: int) -> None:
     runs = two_runs()[:count]
     charts = run_charts(runs)
-    assert [c.key for c in charts] == KEYS
+    assert [c.key for c in charts] == drawn()  # no errors, retries nor drops: one sentence
+    quiet = next(c for c in charts if c.key == "quiet")
+    assert quiet.figure is None
+    assert quiet.note == "No errors, retries or dropped arrivals at any step (nothing to chart)."
     for chart in charts:
+        if chart.figure is None:
+            continue
         assert chart.figure.data, chart.key
         assert any(points(t) for t in chart.figure.data), chart.key
     ttft = next(c for c in charts if c.key == "ttft").figure
+    assert ttft is not None
     xs = {tuple(t.x) for t in ttft.data}
     assert xs == ({(2.0, 8.0), (4.0, 16.0)} if count == 2 else {(2.0, 8.0)})  # not step numbers
     names = [t.name for t in ttft.data]
-    if count == 2:
-        assert "a · p99" in names
-        assert "b · p99.9" in names
+    if count == 2:  # overlaid: p50 and p99 only
+        assert names == ["a · p50", "b · p50", "a · p99", "b · p99"]
     else:
         assert names == ["p50", "p90", "p99", "p99.9"]
 
 
 def test_the_phase_chart_joins_client_and_server_bars_per_run_and_group() -> None:
     phases = next(c for c in run_charts(two_runs()) if c.key == "phases").figure
+    assert phases is not None
     categories = list(phases.data[0].y)
     # Identical requests tie: every one is in both groups.
     assert categories == [
@@ -159,7 +177,8 @@ def test_a_page_inlines_plotly_once_and_fetches_nothing(tmp_path: Path) -> None:
     page = html_page("a vs b", ["<p>x</p>"], charts)
     script = plotly_script()
     assert page.count(script) == 1
-    assert page.count("Plotly.newPlot(") == len(KEYS)
+    assert page.count("Plotly.newPlot(") == len(drawn()) - 1
+    assert page.count('<p class="chart-collapsed" data-chart="quiet">No errors') == 1
     assert "<script src" not in page
     assert "<link" not in page
     assert charts_html(charts) == charts_html(run_charts(two_runs()))  # deterministic
@@ -172,16 +191,20 @@ def test_write_report_writes_all_three_files_and_is_reproducible(tmp_path: Path)
     for r in run.records:
         writer.write(r)
     writer.close()
-    md = write_report(tmp_path, summary).read_text(encoding="utf-8")
-    for heading in ("## Recommendations", "## Per step", "## Latency percentiles",
+    md = write_report(tmp_path, summary).markdown.read_text(encoding="utf-8")
+    for heading in ("## Recommendations", "## Per step", "## Latency percentiles per step",
                     "## What the generator delivered", "## Where the time goes"):  # fmt: skip
         assert heading in md, heading
-    assert "| TTFT | 100 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 |" in md
+    assert "| TTFT | 2 QPS | 20 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 | 30.0 |" in md
+    assert "|  | 8 QPS | 80 | 30.0 |" in md  # per step: no percentile pooled over loads
+    assert "over all measured windows" not in md.lower()
+    assert "Goodput: the requests per second that met every SLO" in md  # beside its figures
     assert "`tail_sample_size`" in md
     recs = orjson.loads((tmp_path / "recommendations.json").read_bytes())
     assert [r["rule"] for r in recs["recommendations"]] == ["tail_sample_size"]
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
-    assert html.count('class="plotly-graph-div"') == len(KEYS)
+    assert html.count('class="plotly-graph-div"') == len(drawn()) - 1
+    assert "goodput: the requests that met every SLO (or succeeded, without an SLO)" in html
     write_report(tmp_path, summary)
     assert (tmp_path / "report.md").read_text(encoding="utf-8") == md
 
@@ -194,8 +217,9 @@ def test_ttft_by_turn_appears_only_with_sessions() -> None:
     ]
     session_run = LabelledRun("sessions", *Run((2,), [records]).evidence())
     keys = [c.key for c in run_charts([session_run])]
-    assert keys == [*KEYS[:5], "ttft_by_turn", *KEYS[5:]]
+    assert keys == [*drawn()[:6], "ttft_by_turn", *drawn()[6:]]
     chart = next(c for c in run_charts([session_run]) if c.key == "ttft_by_turn").figure
+    assert chart is not None
     p50 = next(t for t in chart.data if t.name == "p50")
     assert (tuple(p50.x), tuple(p50.y)) == ((1.0, 2.0), (10.0, 20.0))
     assert "ttft_by_turn" not in [c.key for c in run_charts(two_runs())]

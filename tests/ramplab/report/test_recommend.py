@@ -80,6 +80,18 @@ def test_connection_setup_silent_with_keep_alive() -> None:
     assert fire(rules.connection_setup, steady()) is None
 
 
+def test_generator_lateness_judges_a_small_step_at_p90_not_at_its_maximum() -> None:
+    # 80 requests: p99 is about the largest value; two late sends of 80 do not flag the step.
+    few_late = [*full(8, 1)[:78], *full(8, 1, lateness_ms=300.0)[78:]]
+    assert fire(rules.generator_lateness, Run((2, 8), [full(2, 0), few_late])) is None
+    mostly_late = Run((2, 8), [full(2, 0), full(8, 1, lateness_ms=120.0)])
+    got = fire(rules.generator_lateness, mostly_late)
+    assert got is not None
+    assert got.message.startswith("lateness p90 120 ms at ≥ 8 QPS")
+    # Fewer than ten sent requests are not judged on lateness at all.
+    assert fire(rules.generator_lateness, Run((0.5,), [full(0.5, 0, lateness_ms=500.0)])) is None
+
+
 def dropping(**facts: Any) -> Run:
     """20 of the 500 arrivals at 50 QPS dropped; ``facts`` as the worker reported them."""
     run = steady((10, 50))
@@ -134,11 +146,11 @@ def test_dropped_arrivals_below_the_cap_blames_the_sizing() -> None:
 
 
 def test_generator_lateness_marks_results_from_that_load_up() -> None:
-    run = Run((2, 8), [full(2, 0), full(8, 1, lateness_ms=120.0, ttlt_ms=220.0)])
+    run = Run((2, 20), [full(2, 0), full(20, 1, lateness_ms=120.0, ttlt_ms=220.0)])
     got = fire(rules.generator_lateness, run)
     assert got is not None
-    assert got.message.startswith("lateness p99 120 ms at ≥ 8 QPS (threshold 20 ms)")
-    assert "results at 8 QPS and above are not trustworthy" in got.message
+    assert got.message.startswith("lateness p99 120 ms at ≥ 20 QPS (threshold 20 ms")
+    assert "results at 20 QPS and above describe a later load than asked" in got.message
     assert got.severity == "distrust"
     assert fire(rules.generator_lateness, steady()) is None
 
@@ -257,3 +269,36 @@ def test_recommend_orders_by_severity_and_writes_json(tmp_path: Path) -> None:
     assert data["recommendations"][0]["threshold"] == 20.0
     assert data["thresholds"]["lateness_p99_ms"] == 20.0
     assert data["rules"] == [rule.__name__ for rule in RULES]
+
+
+def bursts(zeros_of_four: int) -> list[float]:
+    """19 gaps in groups of four: ``zeros_of_four`` gaps ≈ 0 (events that arrived together),
+    the rest the wait between bursts; 70 ms in all, like the records' TPOT × 19."""
+    group = [0.0] * zeros_of_four + [1.0] * (4 - zeros_of_four)
+    gaps = (group * 5)[:19]
+    scale = 70.0 / sum(gaps)
+    return [g * scale for g in gaps]
+
+
+def test_bursting_server_fires_when_itl_p50_is_far_below_tpot_with_many_zero_gaps() -> None:
+    run = Run((2, 8), [full(2, 0), full(8, 1, itl_ms=bursts(3))])
+    got = fire(rules.bursting_server, run)
+    assert got is not None
+    assert got.severity == "distrust"
+    assert got.steps == (1,)
+    assert got.value == pytest.approx(15 / 19)  # 15 of the 19 gaps are 0
+    assert got.message.startswith(
+        "the server delivered tokens in bursts at ≥ 8 QPS: ITL p50 0.00 ms vs TPOT p50 3.68 ms, "
+        "79 % of gaps ≈ 0 (< 0.05 ms) at 8 QPS"
+    )
+    assert "ITL percentiles describe the bursts, use TPOT" in got.message
+
+
+def test_bursting_server_stays_silent_on_a_steady_stream_or_a_few_zero_gaps() -> None:
+    assert fire(rules.bursting_server, steady()) is None  # every gap 3.68 ms = TPOT
+    # One gap in four ≈ 0: 5 of 19 (26 %), below the 30 % threshold, and ITL p50 ≈ TPOT.
+    assert fire(rules.bursting_server, steady(itl_ms=bursts(1))) is None
+    # Half the gaps ≈ 0 but ITL p50 (the middle gap of 19) is still a real wait: no fire
+    # unless ITL p50 < 25 % of TPOT.
+    half = [0.0] * 9 + [70.0 / 10] * 10
+    assert fire(rules.bursting_server, steady(itl_ms=half)) is None

@@ -17,6 +17,7 @@ arrivals: poisson
 seed: 5
 max_users: 40
 drain_s: 10
+slo: {ttft_ms: 500}
 retry: {policy: retry_after, retry_after_cap_s: 0.2, max_attempts: 3, retry_on: [429, 503]}
 workload: {max_tokens: 8, ignore_eos: true, chunk_size: 2, prompt_tokens: 16}
 stack: {workers: 1}

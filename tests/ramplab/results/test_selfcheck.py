@@ -186,13 +186,15 @@ def test_the_report_warns_and_marks_the_bound_step_on_per_step_charts(tmp_path: 
         writer.write(r)
     writer.close()
     charts = {
-        c.key: c.figure for c in run_charts([LabelledRun("a", s, digest_records(iter(records), s))])
+        c.key: c.figure
+        for c in run_charts([LabelledRun("a", s, digest_records(iter(records), s))])
+        if c.figure is not None
     }
     for key in ("throughput", "ttft", "lateness"):
         lines = [sh for sh in charts[key].layout.shapes if sh.type == "line"]
         assert [line.x0 for line in lines] == [8.0], key  # step 1's offered load, not step 0's
     assert not charts["ttft_cdf"].layout.shapes  # not a per-step chart
-    md = write_report(tmp_path, s, s.gates).read_text(encoding="utf-8")
+    md = write_report(tmp_path, s, s.gates).markdown.read_text(encoding="utf-8")
     assert "WARNING: the load generator was the bottleneck (step 1: worker w1: CPU 97.0%" in md
     assert "| error_ratio <= 0.01 | 0 | untrusted |" in md
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
@@ -203,9 +205,10 @@ def test_a_healthy_report_has_no_warning_nor_marker(tmp_path: Path) -> None:
     records = full(2, 0) + full(8, 1)
     s = summary((0.3, 0.5))
     digest = digest_records(iter(records), s)
-    assert all(not c.figure.layout.shapes for c in run_charts([LabelledRun("a", s, digest)]))
+    charts = run_charts([LabelledRun("a", s, digest)])
+    assert all(not c.figure.layout.shapes for c in charts if c.figure is not None and c.per_step)
     RunDir(tmp_path).open_writer().close()
-    assert "WARNING" not in write_report(tmp_path, s).read_text(encoding="utf-8")
+    assert "WARNING" not in write_report(tmp_path, s).markdown.read_text(encoding="utf-8")
 
 
 def test_a_rebuilt_summary_keeps_the_self_check_from_progress_json(tmp_path: Path) -> None:

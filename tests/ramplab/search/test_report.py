@@ -69,10 +69,20 @@ def test_markdown_lists_the_probes_in_order_with_their_counts() -> None:
 
 def test_html_escapes_everything() -> None:
     page = search_html(DATA)
-    assert "<script>" not in page
+    # The page has plotly's own scripts; the campaign's text never reaches it as markup — in
+    # the table it is HTML-escaped, in the chart's data JSON-escaped (\u003c).
+    assert "<script>alert(1)" not in page
+    assert "alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "search &lt;b&gt;" in page
-    assert "<b>" not in page
+    assert "search <b>" not in page
+
+
+def test_html_charts_every_probe_against_its_rate() -> None:
+    page = search_html(DATA)
+    assert 'id="chart-probes"' in page
+    assert '"x":[15,18]' in page  # the passing probes' rates, in the order they ran
+    assert '"x":[21]' in page  # the failing one
 
 
 def test_report_rewrites_the_search_report(tmp_path: Path) -> None:
