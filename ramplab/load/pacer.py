@@ -1,7 +1,8 @@
 """One worker's pacer: hands each arrival of its share to a free user at the arrival's due time.
 
 Open loop means the schedule never waits for the server: at ``start + offset`` the arrival is
-offered to ``try_dispatch``; if no user is free it is **dropped and counted** (k6's
+offered to ``try_dispatch`` (on a worker: a parked user, else a user started for it, below the
+cap: ``ramplab/plugin/ondemand.py``); if it refuses, the arrival is **dropped and counted** (k6's
 ``dropped_iterations``) — or, with ``overflow="queue"``, held in a FIFO and dispatched when a
 user frees up, its lateness recorded. Either way nothing is hidden: a dropped arrival is in
 ``dropped_indices``, a late one carries its intended time to the user, who measures latency

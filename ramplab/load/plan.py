@@ -22,6 +22,8 @@ class Plan:
     mode: Mode
     overflow: str
     epochs: list[tuple[float, list[str]]] = field(default_factory=list)
+    # --ramplab-max-users: the workers start users on demand up to their share of it.
+    max_users: int | None = None
 
     def epoch_objects(self) -> list[Epoch]:
         return [Epoch(start, workers) for start, workers in self.epochs]
@@ -35,6 +37,7 @@ class Plan:
             "mode": self.mode,
             "overflow": self.overflow,
             "epochs": [[start, list(workers)] for start, workers in self.epochs],
+            "max_users": self.max_users,
         }
 
     @classmethod
@@ -47,4 +50,5 @@ class Plan:
             mode=data["mode"],
             overflow=str(data["overflow"]),
             epochs=[(float(start), [str(w) for w in workers]) for start, workers in data["epochs"]],
+            max_users=None if data.get("max_users") is None else int(data["max_users"]),
         )

@@ -23,6 +23,11 @@ number of workers, because Locust spreads users evenly and a worker cannot lend 
 another. ``max_users`` bounds the total; arrivals dropped beyond it are counted, which is the
 honest outcome.
 
+The sizing only pre-warms: an arrival that finds no free user below the cap gets a user started
+for it on the spot (``ramplab/plugin/ondemand.py``). Pre-warming still matters — a user started
+on demand sends its request a little late (its construction and first switch), and a worker
+that must start dozens at once (a TTLT jump) spends its event loop on them.
+
 **Warm start.** Before the first stream has finished there is no observed ``W``. The prior is
 ``prior_duration_s(max_tokens)``: ``PRIOR_TTFT_S`` + ``max_tokens`` × ``PRIOR_ITL_S`` (1 s +
 50 ms per token). That is slower than most served models (10–40 ms per token) and than the
@@ -46,6 +51,13 @@ STALL_S = 0.25
 def prior_duration_s(max_tokens: int) -> float:
     """A conservative guess of a stream's duration before any has been observed."""
     return PRIOR_TTFT_S + max(max_tokens, 1) * PRIOR_ITL_S
+
+
+def worker_cap(max_users: int, workers: int) -> int:
+    """One worker's share of ``max_users`` over ``workers`` live workers (at least one): the
+    floor, so that with Locust's even split (which may give some workers one more) the users
+    over all workers never pass ``max_users``."""
+    return max(1, max_users // max(1, workers))
 
 
 def erlang_b(servers: int, load: float) -> float:

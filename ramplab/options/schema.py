@@ -293,7 +293,7 @@ OPTIONS: tuple[Option, ...] = (
     _ramp("--ramplab-seed", kinds.integer(), 1, "seed of the arrival schedule", "seed",
           campaign="seed"),
     _ramp("--ramplab-overflow", kinds.choice("drop", "queue"), "drop",
-          "an arrival with no free user: dropped (counted) or queued", "overflow",
+          "an arrival with no free user at the cap: dropped (counted) or queued", "overflow",
           campaign="overflow"),
     # Trace replay (docs/workloads.md): the trace is the schedule, its lengths each request's.
     _ramp("--ramplab-trace", kinds.TEXT, None,
@@ -307,7 +307,7 @@ OPTIONS: tuple[Option, ...] = (
           "replay only the first N arrivals (0: all)", "trace_limit", campaign="trace.limit"),
     _ramp("--ramplab-max-users", _POSITIVE, 1000, "cap on users (all workers)", "max_users",
           campaign="max_users"),
-    _ramp("--ramplab-headroom", kinds.number(1.0), 1.5, "users = rate x duration x this",
+    _ramp("--ramplab-headroom", kinds.number(1.0), 1.5, "users pre-warmed = rate x duration x this",
           "headroom", campaign="headroom"),
     _ramp("--ramplab-duration-prior", _NON_NEGATIVE, 0.0,
           "seconds per request assumed before any is measured (0: 1 s + max-tokens x 50 ms)",

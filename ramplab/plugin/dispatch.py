@@ -2,7 +2,8 @@
 
 An idle user parks on a one-shot ``AsyncResult``; the pacer pops the one that parked last and
 sets it, which wakes that user's greenlet. With no parked user the pacer is told so at once
-(``False``) and counts the arrival as dropped — it never waits, which is what keeps the load open.
+(``False``) — it never waits, which is what keeps the load open — and the worker starts a user
+for the arrival (``ondemand.py``) or, at its cap, counts it as dropped.
 
 Last in, first out: the users the sizing's headroom adds beyond the streams in flight then stay
 parked at the bottom of the stack and never open a connection or run the request path, so they

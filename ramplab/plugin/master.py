@@ -100,6 +100,7 @@ class MasterEngine:
                 mode=opts.mode,
                 overflow=opts.overflow,
                 epochs=[(0.0, self.live_workers())],
+                max_users=opts.max_users,
             )
             log.info(
                 "plan: %s, start in %.1f s, workers %s", opts.shape_text, LEAD_S, self.plan.epochs
@@ -183,8 +184,13 @@ class MasterEngine:
         upcoming = self.shape.stage_at(max(0.0, elapsed) + 1.0)
         rates = [s.rate for s in (stage, upcoming) if s is not None]
         rate = max(rates) if rates else 0.0
-        workers = max(1, len(self.live_workers()))
+        live = self.live_workers()
+        workers = max(1, len(live))
         wanted = max(workers, self.sizer.users(rate, workers))
+        # The users the workers started on demand (``ondemand.py``): Locust splits the target
+        # evenly, so it covers the most any worker runs, on every worker.
+        running = [int(self.progress[w].get("users", 0)) for w in live if w in self.progress]
+        wanted = max(wanted, workers * max(running, default=0))
         self.users = min(self.options.max_users, max(self.users, wanted))
         return self.users
 
@@ -306,6 +312,7 @@ class MasterEngine:
             health=health_from_reports(self.progress, stages),
             stopped_at_s=stopped_at_s,
             engine_metrics=self.scraper.samples_path if self.scraper is not None else None,
+            max_users=self.options.max_users,
         )
 
     def _reports(self, stages: int) -> dict[str, dict[str, Any]]:
@@ -315,6 +322,7 @@ class MasterEngine:
                 **report,
                 "dispatched": list(report["dispatched"])[:stages],
                 "dropped": list(report["dropped"])[:stages],
+                "peak_users": list(report.get("peak_users") or ())[:stages],
             }
             for worker, report in self.progress.items()
         }

@@ -73,9 +73,10 @@ from ramplab.plugin.engine_scrape import EngineScraper, metrics_url
 from ramplab.plugin.exporters import Exporters, scenario_name
 from ramplab.plugin.forwarder import FLUSH_S, Forwarder, receive_into
 from ramplab.plugin.master import MasterEngine
+from ramplab.plugin.ondemand import keep_users
 from ramplab.plugin.progress import ProgressWriter
 from ramplab.plugin.role import Role
-from ramplab.plugin.webui import install_live_tab
+from ramplab.plugin.webui import install_tab
 from ramplab.plugin.worker import WorkerEngine
 from ramplab.results.failures import ceiling_verdict, kinds_text
 from ramplab.results.outcome import exit_code
@@ -171,7 +172,7 @@ class RamplabPlugin:
                 )
         web_ui = getattr(self.environment, "web_ui", None)
         if web_ui is not None and self.master_engine is not None:
-            install_live_tab(web_ui, self.master_engine.live)
+            install_tab(web_ui, self.master_engine)
         if Exporters.wanted(metrics, self.role):
             assert runner is not None
             self.exporters = Exporters(metrics, runner, self.worker_engine, self.master_engine)
@@ -194,6 +195,7 @@ class RamplabPlugin:
             worker_id = str(runner.client_id) if isinstance(runner, WorkerRunner) else "local"
             engine = self.worker_engine = WorkerEngine(runner, worker_id)
             engine.records = self.forwarder
+            keep_users(runner)  # users run until the test stops (``ondemand.py``)
             if run.retry is not None:
                 rng = random.Random(f"{run.seed}/{worker_id}")
                 self.retry = RetrySetup(run.retry, time.monotonic, rng)

@@ -49,6 +49,7 @@ def snapshot(engine: MasterEngine) -> dict[str, Any] | None:
     stages = len(engine.shape.stages)
     dispatched = [0] * stages
     dropped = [0] * stages
+    peak_users = [0] * stages
     dispatched_total = dropped_total = 0
     live = set(engine.live_workers())
     for report in engine.progress.values():
@@ -57,6 +58,8 @@ def snapshot(engine: MasterEngine) -> dict[str, Any] | None:
         for index, (sent, lost) in enumerate(pairs):
             dispatched[index] += sent
             dropped[index] += lost
+        for index, peak in enumerate(list(report.get("peak_users") or ())[:stages]):
+            peak_users[index] += int(peak)
         dispatched_total += int(report.get("dispatched_total", 0))
         dropped_total += int(report.get("dropped_total", 0))
     return {
@@ -67,6 +70,9 @@ def snapshot(engine: MasterEngine) -> dict[str, Any] | None:
         "workers": len(live),
         "dispatched": dispatched,
         "dropped": dropped,
+        # Per stage, Σ the workers' peak users (measured windows), and the cap on them.
+        "peak_users": peak_users,
+        "max_users": engine.options.max_users,
         "dispatched_total": dispatched_total,
         "dropped_total": dropped_total,
         # Per step, the live latency figures (within 1 %: ``metrics/live.py``).

@@ -41,6 +41,9 @@ class RampUser(LLMStreamUser):
 
     def __init__(self, environment: Environment) -> None:
         self.engine: WorkerEngine | None = plugin_of(environment).worker_engine
+        if self.engine is not None:
+            # Users started on demand (``ondemand.py``) are of this class.
+            self.engine.on_demand.user_class = type(self).__name__
         self._arrival: Arrival | None = None
         self._closed_offset: float | None = None  # run offset of a closed-loop request's start
         # The session id, turn and arrival index of the request being sent (sessions only).
@@ -100,7 +103,7 @@ class RampUser(LLMStreamUser):
         if engine.plan.mode == "closed":
             self._closed_loop(engine)
             return
-        arrival = engine.dispatcher.wait()
+        arrival = engine.take(self)
         if arrival is None:
             gevent.sleep(IDLE_S * 10)  # the run is over; Locust stops us soon
             return

@@ -7,7 +7,8 @@ it. When the master announces a new membership epoch the pacer is re-split from 
 the schedule is read again from the start (its arrivals before the change are only counted, not
 kept), a CPU cost paid once per membership change, where keeping the schedule to re-split it would
 cost its whole size in memory for the whole run. Every half second it reports per-stage counts of
-dispatched and dropped arrivals (measured windows only), users busy, and the durations of the
+dispatched and dropped arrivals, of finished and good requests and its peak users (measured windows
+only), its users (busy, running, its cap), and the durations of the
 requests finished since the last report (for the master's user sizing), its self-check per stage
 (``ramplab.results.selfcheck``: its CPU and its event loop's lag), and the requests it has in
 flight. The records finished since the last report go just before it, taken at the same instant:
@@ -31,13 +32,15 @@ from ramplab.load.arrivals.split import ShareChunk, share_chunks
 from ramplab.load.pacer import Arrival, Pacer
 from ramplab.load.plan import PROGRESS_MESSAGE, Plan
 from ramplab.load.shapes import Shape, Stage, parse_shape
+from ramplab.load.sizing import worker_cap
 from ramplab.measure.record import RequestRecord
 from ramplab.measure.timebase import process_timebase
 from ramplab.metrics.live import LiveFigures
 from ramplab.plugin.dispatch import Dispatcher
 from ramplab.plugin.forwarder import Forwarder
+from ramplab.plugin.ondemand import UsersOnDemand
 from ramplab.results.selfcheck import CPU_WINDOW_S, TICK_S, HealthAccumulator, loop_thread_ns
-from ramplab.results.steps import MeasuredCounter
+from ramplab.results.steps import MeasuredCounter, MeasuredPeak
 
 REPORT_S = 0.5
 log = logging.getLogger("ramplab.plugin")
@@ -48,6 +51,8 @@ class WorkerEngine:
         self.runner = runner
         self.worker_id = worker_id
         self.dispatcher = Dispatcher()
+        # An arrival no parked user can take gets a user of its own, up to this worker's cap.
+        self.on_demand = UsersOnDemand(runner, self.dispatcher, self.max_users)
         self.plan: Plan | None = None
         self.shape: Shape | None = None
         self.stage_bounds = StageBounds()
@@ -58,6 +63,13 @@ class WorkerEngine:
         # they are dispatched or dropped: the worker's part of the conservation law.
         self._dispatched: MeasuredCounter | None = None
         self._dropped: MeasuredCounter | None = None
+        # Per stage's measured window, the most users this worker ran: beside its cap, it tells
+        # what dropped arrivals (``recommend.dropped_arrivals``).
+        self._peak_users: MeasuredPeak | None = None
+        # Per stage's measured window, the records finished and those that were good (met the
+        # SLO, or succeeded without one): the live SLO attainment of the web UI's tab.
+        self._finished: MeasuredCounter | None = None
+        self._good: MeasuredCounter | None = None
         self._durations: list[float] = []
         # Per step, sketches of the successful records' latencies since the last report: the
         # live figures the master merges (``live.py``); the summary is exact, from the records.
@@ -81,6 +93,9 @@ class WorkerEngine:
         self.health = HealthAccumulator(self.shape)
         self._dispatched = MeasuredCounter(self.shape)
         self._dropped = MeasuredCounter(self.shape)
+        self._peak_users = MeasuredPeak(self.shape)
+        self._finished = MeasuredCounter(self.shape)
+        self._good = MeasuredCounter(self.shape)
         self._greenlets.append(gevent.spawn(self._report_loop))
         self._greenlets.append(gevent.spawn(self._health_loop, self.health))
         if plan.mode != "open":
@@ -123,12 +138,40 @@ class WorkerEngine:
         assert self.shape is not None
         return self.shape.stages[self.stage_bounds.stage_of(arrival.index)]
 
+    def max_users(self) -> int:
+        """This worker's share of ``--ramplab-max-users`` over the live workers."""
+        plan = self.plan
+        if plan is None or plan.max_users is None:
+            return 0
+        return worker_cap(plan.max_users, len(plan.epochs[-1][1]) if plan.epochs else 1)
+
     def _dispatch(self, arrival: Arrival) -> bool:
         if self.dispatcher.try_dispatch(arrival):
             assert self._dispatched is not None
             self._dispatched.add(arrival.offset_s)
             return True
+        if self.on_demand.start_for(arrival):
+            self._note_users()
+            return True  # counted as dispatched when its user takes it (``take``)
         return False
+
+    def take(self, user: object) -> Arrival | None:
+        """The next arrival for ``user`` (an open-loop ramp user): the one it was started for,
+        else the next one the pacer hands it; ``None`` when the run is over."""
+        arrival = self.on_demand.take(user)
+        if arrival is None:
+            return self.dispatcher.wait()
+        assert self._dispatched is not None
+        self._dispatched.add(arrival.offset_s)
+        return arrival
+
+    def _note_users(self) -> None:
+        if self._peak_users is not None:
+            self._peak_users.add(time.perf_counter() - self.start_clock, self.users())
+
+    def users(self) -> int:
+        """The users this process runs, as Locust counts them."""
+        return int(self.runner.user_count)
 
     def _count_drop(self, arrival: Arrival) -> None:
         assert self._dropped is not None
@@ -184,6 +227,11 @@ class WorkerEngine:
             self.observe_s(record.total_ms / 1000.0)
         if record.ok and record.step is not None:
             self.live.add(record)
+        if self._finished is not None and self._good is not None and self.plan is not None:
+            offset = record.intended_start - self.plan.start_epoch
+            self._finished.add(offset)
+            if record.slo_ok if record.slo_ok is not None else record.ok:
+                self._good.add(offset)
 
     def observe_s(self, seconds: float) -> None:
         """How long one arrival held its user (a request, or a whole session)."""
@@ -192,6 +240,7 @@ class WorkerEngine:
     def progress(self) -> dict[str, Any]:
         dispatched = list(self._dispatched.counts) if self._dispatched is not None else []
         dropped = list(self._dropped.counts) if self._dropped is not None else []
+        self._note_users()  # the users Locust spawned since (the master's pre-warming)
         durations, self._durations = self._durations, []
         live, self.live = self.live, LiveFigures()
         return {
@@ -203,6 +252,12 @@ class WorkerEngine:
             "dropped_total": self.pacer.stats.dropped if self.pacer else 0,
             "pending": (self.pacer.pending + self.pacer.queued) if self.pacer else 0,
             "busy": self.dispatcher.busy,
+            "users": self.users(),
+            "peak_users": list(self._peak_users.peaks) if self._peak_users is not None else [],
+            "max_users": self.max_users(),
+            "users_on_demand": self.on_demand.started,
+            "finished": list(self._finished.counts) if self._finished is not None else [],
+            "good": list(self._good.counts) if self._good is not None else [],
             "idle": self.dispatcher.idle,
             "durations_s": durations,
             "health": self.health.report() if self.health is not None else [],
@@ -256,6 +311,12 @@ class WorkerEngine:
             self.pacer.stop()
         self.stopped_at = time.time()
         self.dispatcher.close()
+        for arrival in self.on_demand.leftovers():
+            # Its user was killed before it ran (the run stopped): never sent, so dropped.
+            self._count_drop(arrival)
+            if self.pacer is not None:
+                self.pacer.stats.dispatched -= 1
+                self.pacer.stats.dropped += 1
         try:
             self.report()
         except Exception:

@@ -155,19 +155,75 @@ def connection_setup(ev: Evidence, th: Thresholds) -> Recommendation | None:
     )  # fmt: skip
 
 
+def _drop_limit(step: StepStats) -> Literal["generator", "cap", "sizing"] | None:
+    """What dropped a step's arrivals: a starved generator (its self-check), the cap on users
+    (a worker that dropped ran its share of ``max_users``), or — users below the cap — the
+    sizing (before workers started users on demand); ``None`` when the summary cannot say."""
+    if step.generator_bound:
+        return "generator"
+    users = [
+        (w.peak_users, w.max_users)
+        for w in step.by_worker.values()
+        if w.dropped and w.peak_users is not None and w.max_users is not None
+    ]
+    if not users and step.peak_users is not None and step.max_users is not None:
+        users = [(step.peak_users, step.max_users)]
+    if not users:
+        return None
+    return "cap" if any(peak >= cap for peak, cap in users) else "sizing"
+
+
+def _users(steps: Sequence[StepStats]) -> str:
+    shown = [s for s in steps if s.peak_users is not None and s.max_users is not None]
+    if not shown:
+        return ""
+    peak = max(shown, key=lambda s: s.peak_users or 0)
+    return f" (peak {peak.peak_users} users of the {peak.max_users} cap)"
+
+
 def dropped_arrivals(ev: Evidence, th: Thresholds) -> Recommendation | None:
-    """Arrivals of the schedule that no free user could take."""
+    """Arrivals of the schedule that no free user could take, and the limit that dropped them."""
     flagged = [s for s in ev.summary.steps if (s.drop_ratio or 0.0) >= th.drop_ratio]
     if not flagged:
         return None
     worst = max(flagged, key=lambda s: s.drop_ratio or 0.0)
     ratio = worst.drop_ratio or 0.0
+    by_limit: dict[str | None, list[StepStats]] = {}
+    for step in flagged:
+        by_limit.setdefault(_drop_limit(step), []).append(step)
+    every = ev.summary.steps
+    causes = []
+    if "generator" in by_limit:
+        steps = by_limit["generator"]
+        reason = next((s.generator_reason for s in steps if s.generator_reason), None)
+        causes.append(
+            f"the generator was starved {where(steps, every)}"
+            + (f" ({reason})" if reason else "")
+            + ": its event loop could not start requests in time; add workers (more processes "
+            "or hosts), not users"
+        )
+    if "cap" in by_limit:
+        steps = by_limit["cap"]
+        causes.append(
+            f"the workers ran every user the cap allows {where(steps, every)}{_users(steps)}: "
+            "raise --ramplab-max-users (campaign max_users)"
+        )
+    if "sizing" in by_limit:
+        steps = by_limit["sizing"]
+        causes.append(
+            f"users fell short of the cap {where(steps, every)}{_users(steps)}: the user sizing "
+            "lagged the load (a ramplab that starts users on demand does not drop for that)"
+        )
+    if None in by_limit:
+        causes.append(
+            f"too few users {where(by_limit[None], every)}, the cap or the sizing (this summary "
+            "does not record the users): raise --ramplab-max-users (campaign max_users)"
+        )
     return Recommendation(
         "dropped_arrivals", "distrust",
         f"dropped arrivals {_pct(ratio)} at {_load(worst)} ({worst.dropped} of "
-        f"{worst.scheduled} scheduled; threshold {_pct(th.drop_ratio)}): the generator had too "
-        "few users, so the target saw less than the offered load (raise --ramplab-max-users, "
-        "campaign max_users)",
+        f"{worst.scheduled} scheduled; threshold {_pct(th.drop_ratio)}), so the target saw less "
+        f"than the offered load: " + "; ".join(causes),
         "drop_ratio", ratio, th.drop_ratio, tuple(s.index for s in flagged),
     )  # fmt: skip
 

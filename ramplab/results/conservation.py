@@ -5,7 +5,9 @@ Per step (measured windows)::
     scheduled  = dispatched + dropped + lost
     dispatched = completed + failed + unfinished          (+ unaccounted, which must be 0)
 
-``dropped``: arrivals no free user could take (open loop). ``lost``: arrivals dealt to a worker
+``dropped``: arrivals no free user could take (open loop), the worker at its cap on users — below
+it a user is started for the arrival (``ramplab/plugin/ondemand.py``); one whose new user the
+run's stop killed before it ran counts here too. ``lost``: arrivals dealt to a worker
 that died before it sent them. ``unfinished``: requests cut by the run's end, an interruption
 or a crash, each with its record (error kind ``unfinished``). ``unaccounted``: requests a worker
 reported as sent that have no record at all — records lost with a killed process, or a writer

@@ -65,6 +65,7 @@ class EngineCounts:
     dispatched: Sequence[int]
     dropped: Sequence[int]
     by_worker: Sequence[Mapping[str, WorkerCounts]] = ()
+    peak_users: Sequence[int] | None = None  # Σ the workers' peak users; None: none reported
 
     @classmethod
     def from_reports(cls, reports: Mapping[str, Mapping[str, Any]], stages: int) -> EngineCounts:
@@ -73,13 +74,25 @@ class EngineCounts:
         dispatched = [0] * stages
         dropped = [0] * stages
         by_worker: list[dict[str, WorkerCounts]] = [{} for _ in range(stages)]
+        peak_users: list[int] | None = None
         for worker, report in sorted(reports.items()):
             pairs = zip(report["dispatched"], report["dropped"], strict=True)
+            peaks = list(report.get("peak_users") or ())
+            cap = report.get("max_users")
             for index, (sent, lost) in enumerate(pairs):
                 dispatched[index] += sent
                 dropped[index] += lost
-                by_worker[index][worker] = WorkerCounts(dispatched=sent, dropped=lost)
-        return cls(dispatched, dropped, by_worker)
+                by_worker[index][worker] = WorkerCounts(
+                    dispatched=sent,
+                    dropped=lost,
+                    peak_users=int(peaks[index]) if index < len(peaks) else None,
+                    max_users=int(cap) if cap else None,
+                )
+            if peaks:
+                peak_users = peak_users or [0] * stages
+                for index, peak in enumerate(peaks[:stages]):
+                    peak_users[index] += int(peak)
+        return cls(dispatched, dropped, by_worker, peak_users)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +130,7 @@ class RunFacts:
     clocks: Mapping[str, ClockOffset] | None = None  # distributed run: each worker's offset
     health: Sequence[Mapping[str, WorkerHealth]] | None = None  # per stage: workers' self-check
     engine_metrics: Path | None = None  # the server's scrapes (``results/engine.py``), if any
+    max_users: int | None = None  # --ramplab-max-users: the cap on users over all workers
 
 
 def scheduled_counts(plan_shape: Shape, arrivals: str, seed: int, measured: Shape) -> list[int]:
@@ -254,6 +268,7 @@ def _step(
     if scheduled is not None and dispatched is not None and dropped is not None:
         lost = max(0, scheduled - dispatched - dropped)
     by_worker = dict(counts.by_worker[index]) if counts and counts.by_worker else {}
+    peak_users = counts.peak_users[index] if counts and counts.peak_users else None
     plain = facts.shape is None
     closed = facts.mode == "closed"
     health = dict(facts.health[index]) if facts.health is not None and not plain else None
@@ -275,6 +290,8 @@ def _step(
         lost=lost,
         unaccounted=None if dispatched is None else dispatched - columns.accounted(index),
         by_worker=by_worker,
+        peak_users=peak_users,
+        max_users=facts.max_users,
         generator=health or {},
         lateness_growth_ms=growth,
         generator_bound=bound,

@@ -188,6 +188,19 @@ class MeasuredCounter:
             self.counts[stage.index] += 1
 
 
+class MeasuredPeak:
+    """Per stage, the largest value seen while the clock was in its measured window."""
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape
+        self.peaks = [0] * len(shape.stages)
+
+    def add(self, offset_s: float, value: int) -> None:
+        stage = self.shape.stage_at(offset_s)
+        if stage is not None and stage.measured_start_s <= offset_s < stage.end_s:
+            self.peaks[stage.index] = max(self.peaks[stage.index], value)
+
+
 def recovery_time_s(
     records: Iterable[RequestRecord],
     outage_end: float,

@@ -74,10 +74,14 @@ class Percentiles(_Frozen):
 
 
 class WorkerCounts(_Frozen):
-    """One worker's arrivals in one stage's measured window."""
+    """One worker's arrivals in one stage's measured window, and its users there."""
 
     dispatched: int
     dropped: int
+    # The most users it ran in the window, and its share of the cap; ``None`` from a worker
+    # that did not report them (older summaries load).
+    peak_users: int | None = None
+    max_users: int | None = None
 
 
 class WorkerHealth(_Frozen):
@@ -154,6 +158,9 @@ class StepStats(Figures):
     dispatched: int | None
     lost: int | None
     by_worker: dict[str, WorkerCounts]
+    # Σ the workers' peak users in the window, and the run's cap (what limited dropped arrivals).
+    peak_users: int | None = None
+    max_users: int | None = None
     # dispatched − the requests recorded for them (0 when every request has its record).
     unaccounted: int | None = None
     # The generator self-check (``results/selfcheck.py``); defaults so older summaries load.

@@ -113,7 +113,7 @@ class LiveProgress:
         """One row per stage: target vs achieved so far, dropped, errors."""
         table = Table(title=self.title(), title_justify="left")
         columns = ("step", "target QPS", "achieved QPS", "sent", "dropped", "TTFT p50/p99 ms",
-                   "ITL p50 ms", "errors", "state")  # fmt: skip
+                   "ITL p50/p99 ms", "errors", "state")  # fmt: skip
         for name in columns:
             table.add_column(name, justify="left" if name in ("errors", "state") else "right")
         live = self.master.get("live") or {}
@@ -137,7 +137,8 @@ class LiveProgress:
             table.add_row(
                 str(stage.index), f"{stage.rate:g}", achieved, str(tally.sent),
                 str(dropped[stage.index]) if stage.index < len(dropped) else "-",
-                _pair(figures.get("ttft_ms")), _one(figures.get("itl_ms")), errors, state,
+                _pair(figures.get("ttft_ms")), _pair(figures.get("itl_ms"), digits=1), errors,
+                state,
             )  # fmt: skip
         return table
 
@@ -153,17 +154,11 @@ class LiveProgress:
         return f"{where} · {self.title()}"
 
 
-def _one(figure: dict[str, Any] | None) -> str:
-    """A live p50 (``~``: within 1 %, from the workers' sketches)."""
-    if not figure or figure.get("p50") is None:
-        return "-"
-    return f"~{float(figure['p50']):.1f}"
-
-
-def _pair(figure: dict[str, Any] | None) -> str:
+def _pair(figure: dict[str, Any] | None, digits: int = 0) -> str:
+    """A live p50 / p99 (``~``: within 1 %, from the workers' sketches)."""
     if not figure or figure.get("p50") is None or figure.get("p99") is None:
         return "-"
-    return f"~{float(figure['p50']):.0f} / {float(figure['p99']):.0f}"
+    return f"~{float(figure['p50']):.{digits}f} / {float(figure['p99']):.{digits}f}"
 
 
 def _count(n: int) -> str:

@@ -90,7 +90,8 @@ def rebuild_facts(
         _counts(progress, "dispatched", stages),
         _counts(progress, "dropped", stages),
     )
-    counts = EngineCounts(dispatched, dropped) if dispatched and dropped else None
+    peak_users = _counts(progress, "peak_users", stages)
+    counts = EngineCounts(dispatched, dropped, (), peak_users) if dispatched and dropped else None
     saved = progress.get("health")
     health = None
     if isinstance(saved, Mapping):
@@ -117,6 +118,8 @@ def rebuild_facts(
         gates=gates,
         stopped_at_s=stopped_at_s,
         rebuilt=True,
+        # From the snapshot, beside the peaks it is compared with (an older one has neither).
+        max_users=int(progress["max_users"]) if progress.get("max_users") else None,
     )
 
 

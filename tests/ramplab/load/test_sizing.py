@@ -12,6 +12,7 @@ from ramplab.load.sizing import (
     erlang_b_servers,
     prior_duration_s,
     size_users,
+    worker_cap,
 )
 
 
@@ -83,3 +84,12 @@ def test_stall_reserve_floor() -> None:
     assert size_users(300, 0.005, max_users=1000, max_loss=1e-3) < 10
     assert size_users(300, 0.005, max_users=1000, max_loss=1e-3, stall_s=0.25) == 75
     assert size_users(300, 0.005, max_users=1000, workers=2, stall_s=0.25) == 76  # 2 × 38
+
+
+@pytest.mark.parametrize(
+    ("max_users", "workers", "share"), [(200, 1, 200), (8, 3, 2), (2, 2, 1), (1, 4, 1), (5, 0, 5)]
+)
+def test_worker_cap_is_a_floor_share_of_at_least_one(
+    max_users: int, workers: int, share: int
+) -> None:
+    assert worker_cap(max_users, workers) == share

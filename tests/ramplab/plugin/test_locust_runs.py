@@ -76,6 +76,14 @@ def test_headless_run_writes_results_and_locust_stats(
     printed = re.search(r"SSE\s+ttft\s+(\d+)", done.stdout + done.stderr)
     assert printed is not None
     assert int(printed.group(1)) == len(ended)
+    # TTFT and TTLT are rows, not requests: Locust's totals count each request once (they
+    # counted it three times when the two were fired as requests).
+    requests_row = names["/v1/chat/completions"]
+    assert names["Aggregated"]["Request Count"] == requests_row["Request Count"]
+    assert names["Aggregated"]["Requests/s"] == requests_row["Requests/s"]
+    total = re.search(r"Aggregated\s+(\d+)", done.stdout + done.stderr)
+    assert total is not None
+    assert int(total.group(1)) == len(ended)
 
 
 def test_killed_run_leaves_a_journal_of_whole_batches(
@@ -114,7 +122,7 @@ def test_distributed_run_gathers_one_set(target: TargetProcess, tmp_path: Path) 
     master = subprocess.Popen(
         [*LOCUST, "--host", target.url, "--headless", "--master", "--master-bind-host", "127.0.0.1",
          "--master-bind-port", str(port), "--expect-workers", "2", "-u", "4", "-r", "4", "-t", "6s",
-         "--results-dir", str(out), *COMMON],
+         "--results-dir", str(out), "--csv", str(tmp_path / "stats"), *COMMON],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     workers: list[subprocess.Popen[bytes]] = []
@@ -154,6 +162,12 @@ def test_distributed_run_gathers_one_set(target: TargetProcess, tmp_path: Path) 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["requests"] == len(lines)
     assert not (tmp_path / "ignored").exists()
+    # The master's total comes from the workers' own totals, which leave the TTFT and TTLT
+    # rows out: each request counted once there too.
+    with (tmp_path / "stats_stats.csv").open() as handle:
+        names = {row["Name"]: row for row in csv.DictReader(handle)}
+    assert int(names["ttft"]["Request Count"]) > 0
+    assert names["Aggregated"]["Request Count"] == names["/v1/chat/completions"]["Request Count"]
 
 
 def test_bad_option_exits_2_naming_it(target: TargetProcess) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,16 +92,57 @@ def test_generator_lateness_judges_a_small_step_at_p90_not_at_its_maximum() -> N
     assert fire(rules.generator_lateness, Run((0.5,), [full(0.5, 0, lateness_ms=500.0)])) is None
 
 
-def test_dropped_arrivals_cites_the_worst_step() -> None:
+def dropping(**facts: Any) -> Run:
+    """20 of the 500 arrivals at 50 QPS dropped; ``facts`` as the worker reported them."""
     run = steady((10, 50))
     run.steps[1] = run.steps[1][:480]
     run.dropped = (0, 20)
-    got = fire(rules.dropped_arrivals, run)
+    for name, value in facts.items():
+        setattr(run, name, value)
+    return run
+
+
+def test_dropped_arrivals_cites_the_worst_step() -> None:
+    got = fire(rules.dropped_arrivals, dropping())
     assert got is not None
     assert got.message.startswith("dropped arrivals 4 % at 50 QPS (20 of 500 scheduled; "
                                   "threshold 1 %)")  # fmt: skip
+    assert (got.rule, got.severity, got.figure, got.steps) == (
+        "dropped_arrivals",
+        "distrust",
+        "drop_ratio",
+        (1,),
+    )
+    assert got.value == pytest.approx(0.04)
+    # A summary without the users cannot say which limit: both are named.
+    assert "the cap or the sizing" in got.message
     assert "--ramplab-max-users" in got.message
     assert fire(rules.dropped_arrivals, steady((10, 50))) is None
+
+
+def test_dropped_arrivals_at_the_cap_says_raise_max_users() -> None:
+    got = fire(rules.dropped_arrivals, dropping(peak_users=(12, 64), max_users=64))
+    assert got is not None
+    assert "every user the cap allows at ≥ 50 QPS (peak 64 users of the 64 cap)" in got.message
+    assert "raise --ramplab-max-users" in got.message
+    assert "starved" not in got.message
+    assert "sizing" not in got.message
+
+
+def test_dropped_arrivals_of_a_starved_generator_says_add_workers() -> None:
+    run = dropping(peak_users=(12, 64), max_users=64, cpu_mean=(0.3, 0.97))
+    got = fire(rules.dropped_arrivals, run)
+    assert got is not None
+    assert "the generator was starved at ≥ 50 QPS (worker w0: CPU 97.0%" in got.message
+    assert "add workers" in got.message
+    assert "--ramplab-max-users" not in got.message  # more users would starve it further
+
+
+def test_dropped_arrivals_below_the_cap_blames_the_sizing() -> None:
+    got = fire(rules.dropped_arrivals, dropping(peak_users=(12, 20), max_users=64))
+    assert got is not None
+    assert "users fell short of the cap at ≥ 50 QPS (peak 20 users of the 64 cap)" in got.message
+    assert "--ramplab-max-users" not in got.message
 
 
 def test_generator_lateness_marks_results_from_that_load_up() -> None:

@@ -15,7 +15,7 @@ from ramplab.measure.record import AttemptRecord, RequestRecord
 from ramplab.results.digest import RunDigest, digest_records
 from ramplab.results.producer import EngineCounts, RunFacts, summarize
 from ramplab.results.slo import RequestSlo
-from ramplab.results.summary import RunSummary
+from ramplab.results.summary import RunSummary, WorkerHealth
 
 T0 = 1_700_000_000.0
 STEP_S = 10.0
@@ -83,15 +83,30 @@ class Run:
     dropped: Sequence[int] | None = None
     retry: Any = None
     slo: RequestSlo = field(default_factory=RequestSlo)
+    # One worker's report: its peak users per step and its cap, and its mean CPU per step.
+    peak_users: Sequence[int] | None = None
+    max_users: int | None = None
+    cpu_mean: Sequence[float] | None = None
 
     def summary(self) -> RunSummary:
         shape = parse_shape(",".join(f"{r:g}" for r in self.rates) + f"@{STEP_S:g}s/0s")
         scheduled = [round(r * STEP_S) for r in self.rates]
         dropped = list(self.dropped or [0] * len(self.rates))
         dispatched = [s - d for s, d in zip(scheduled, dropped, strict=True)]
+        counts = EngineCounts(dispatched, dropped)
+        if self.peak_users is not None:
+            report = {"dispatched": dispatched, "dropped": dropped,
+                      "peak_users": list(self.peak_users), "max_users": self.max_users}  # fmt: skip
+            counts = EngineCounts.from_reports({"w0": report}, len(self.rates))
+        health = None
+        if self.cpu_mean is not None:
+            health = [{"w0": WorkerHealth(samples=100, cpu_max=c, cpu_mean=c,
+                                          loop_lag_max_ms=1.0, loop_lag_mean_ms=1.0)}
+                      for c in self.cpu_mean]  # fmt: skip
         facts = RunFacts(shape=shape, run_start=T0, mode="open", shape_text="hand-made",
                          arrivals="constant", seed=1, retry=self.retry, slo=self.slo,
-                         scheduled=scheduled, counts=EngineCounts(dispatched, dropped))  # fmt: skip
+                         scheduled=scheduled, counts=counts, health=health,
+                         max_users=self.max_users)  # fmt: skip
         return summarize(self.records, facts)
 
     @property

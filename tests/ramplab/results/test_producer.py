@@ -94,8 +94,8 @@ def records() -> list[RequestRecord]:
 
 SHAPE = parse_shape("2,4@10s/2s")  # measured windows [2, 10) and [12, 20): 8 s each
 REPORTS: dict[str, dict[str, Any]] = {
-    "w2": {"dispatched": [7, 18], "dropped": [1, 2]},
-    "w1": {"dispatched": [6, 20], "dropped": [1, 0]},
+    "w2": {"dispatched": [7, 18], "dropped": [1, 2], "peak_users": [3, 5], "max_users": 5},
+    "w1": {"dispatched": [6, 20], "dropped": [1, 0], "peak_users": [4, 4], "max_users": 5},
 }
 GATES = parse_gates(["steps[0].goodput_ratio >= 0.25", "ttft_ms.p99 < 250", "nope < 1"])
 
@@ -115,6 +115,7 @@ def open_facts(**changes: Any) -> RunFacts:
         "counts": EngineCounts.from_reports(REPORTS, 2),
         "outage": OutageFacts(Outage(3.0, 1.0), T0 + 4.0),
         "gates": GATES,
+        "max_users": 10,
     }
     return RunFacts(**{**facts, **changes})
 
@@ -146,8 +147,9 @@ def test_open_loop_step_every_field() -> None:
             "index": 0, "start_s": 0.0, "duration_s": 10.0, "warmup_s": 2.0, "measured_s": 8.0,
             "target_qps": 2.0, "target_users": None,
             "scheduled": 16, "dispatched": 13, "dropped": 2, "lost": 1,
-            "by_worker": {"w1": {"dispatched": 6, "dropped": 1},
-                          "w2": {"dispatched": 7, "dropped": 1}},
+            "by_worker": {"w1": {"dispatched": 6, "dropped": 1, "peak_users": 4, "max_users": 5},
+                          "w2": {"dispatched": 7, "dropped": 1, "peak_users": 3, "max_users": 5}},
+            "peak_users": 7, "max_users": 10,
             "requests": 4, "ok": 2, "attempts": 7,
             "offered_qps": 16 / 8, "achieved_qps": 4 / 8,
             # good: only the first ok record (the second misses the 250 ms TTFT SLO)
@@ -170,7 +172,7 @@ def test_open_loop_step_every_field() -> None:
         s1.model_dump(),
         {
             "index": 1, "start_s": 10.0, "target_qps": 4.0, "scheduled": 40, "dispatched": 38,
-            "dropped": 2, "lost": 0, "requests": 2, "goodput_ratio": 1.0,
+            "dropped": 2, "lost": 0, "requests": 2, "goodput_ratio": 1.0, "peak_users": 9,
             "tpot_ms": pct(None, None, None, 0),  # one-token answers have no TPOT
             "lateness_ms": pct(20.0, 36.0, 39.6, 2),
             "ttft_send_ms": pct(190.0, 214.0, 219.4, 2),  # [200 − 40, 220]
@@ -269,7 +271,8 @@ def test_a_rebuilt_summary_equals_the_masters_for_the_same_records(tmp_path: Pat
     (tmp_path / "campaign.yaml").write_text(CAMPAIGN)
     counts = EngineCounts.from_reports(REPORTS, 2)
     progress = {"run_start": T0, "time": T0 + 21, "dispatched": list(counts.dispatched),
-                "dropped": list(counts.dropped)}  # fmt: skip
+                "dropped": list(counts.dropped),
+                "peak_users": list(counts.peak_users or ()), "max_users": 10}  # fmt: skip
     (tmp_path / "progress.json").write_text(json.dumps(progress))
     # What MasterEngine.facts() gives for this campaign's Locust arguments.
     shape = parse_shape(campaign.shape_text())
