@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 
@@ -64,10 +65,6 @@ class WrittenReport:
     recommendations: tuple[Recommendation, ...]
 
 
-# Terminal width below which the per-step table is printed as two.
-WIDE = 150
-
-
 def steps_table(
     summary: RunSummary,
     title: str = "per-step summary",
@@ -82,13 +79,17 @@ def steps_table(
 
 
 def print_steps(summary: RunSummary, console: Console, title: str = "per-step summary") -> None:
-    """The per-step table; on a narrow terminal as two tables (load, then latencies)."""
+    """The per-step table; as two tables (load, then latencies) when it is wider than the
+    terminal."""
     columns = step_columns(summary)
     slo = slo_text(summary)
     if slo is not None:
         console.print(f"SLO: {slo} (goodput: the requests that met it)", highlight=False)
-    if console.width >= WIDE:
-        console.print(steps_table(summary, title, columns))
+    whole = steps_table(summary, title, columns)
+    # Whole when it fits unwrapped; rich would otherwise squeeze columns and wrap cells.
+    unbounded = console.options.update_width(1 << 16)  # measured as wide as it wants
+    if Measurement.get(console, unbounded, whole).maximum <= console.width:
+        console.print(whole)
     else:
         split = next(i for i, column in enumerate(columns) if column[0].startswith("TTFT"))
         console.print(steps_table(summary, f"{title}: load", columns[:split]))

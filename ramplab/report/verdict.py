@@ -51,6 +51,7 @@ class StepAnswer:
     attainment: float | None  # goodput_ratio; None without a request
     meets: bool
     trusted: bool  # not ``untrusted`` (caution still counts: its figures are exact)
+    errors_dominate: bool = False  # failures alone cost the goal
 
     def describe(self) -> str:
         shown = "no requests" if self.attainment is None else f"{self.attainment:.1%}"
@@ -73,7 +74,11 @@ class Verdict:
 
     @property
     def answer(self) -> str:
-        criterion = f"{self.slo} for ≥ {self.goal:.0%} of requests"
+        criterion = (
+            f"{self.slo} for ≥ {self.goal:.0%} of requests"
+            if self.slo_set
+            else f"≥ {self.goal:.0%} of requests succeeding (no latency SLO set)"
+        )
         if not self.steps or all(s.attainment is None for s in self.steps):
             return f"no step measured a request, so nothing could be judged against {criterion}"
         if self.highest is None:
@@ -135,7 +140,8 @@ def _answers(summary: RunSummary, trust: RunTrust, goal: float) -> tuple[StepAns
         trusted = standing is None or standing.level != "untrusted"
         attainment = step.goodput_ratio if step.requests else None
         meets = attainment is not None and attainment >= goal and trusted
-        out.append(StepAnswer(step.index, _load(step), attainment, meets, trusted))
+        errors = bool(step.requests) and (step.error_ratio or 0.0) > 1.0 - goal
+        out.append(StepAnswer(step.index, _load(step), attainment, meets, trusted, errors))
     return tuple(out)
 
 
@@ -240,8 +246,21 @@ def _action(
         return f"raise the ramp above {highest.load} to find where it breaks" + (
             "" if slo_set else "; set an SLO (slo: {ttft_ms: …}) to judge latency, not success"
         )
+    if first_miss is not None and first_miss.errors_dominate:
+        return (
+            f"fix the errors first: at {first_miss.load} most requests failed (report.md lists "
+            "their kinds with the server's own words); latency means little until they succeed"
+        )
     # slo_misses restates the answer (latency, not errors, limits goodput): no action of its own.
-    act = next((r for r in recommendations if r.severity == "act" and r.rule != "slo_misses"), None)
+    # A rule whose sentence says no more than its figure has no advice to give here.
+    act = next(
+        (
+            r
+            for r in recommendations
+            if r.severity == "act" and r.rule != "slo_misses" and ": " in r.message
+        ),
+        None,
+    )
     if act is not None:
         return f"{advice(act)} ({act.rule})"
     if highest is None:

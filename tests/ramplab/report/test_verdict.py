@@ -85,6 +85,9 @@ def test_without_an_slo_success_alone_is_judged_and_said_so() -> None:
     assert verdict.first_miss is not None
     assert verdict.first_miss.describe() == "10 QPS (50.0%)"
     assert verdict.cause == "errors at 10 QPS: 50.0% of requests failed (most: http_status)"
+    assert verdict.answer.startswith("meets ≥ 95% of requests succeeding (no latency SLO set) "
+                                     "up to 2 QPS")  # fmt: skip
+    assert verdict.action.startswith("fix the errors first: at 10 QPS most requests failed")
 
 
 def test_a_run_missing_from_its_lowest_step_says_so() -> None:
