@@ -1,0 +1,136 @@
+"""Text of exactly N tokens in a real tokenizer's own tokens: what generated prompts are made of.
+
+With ``workload.tokenizer: approx`` (the default) a generated prompt of N tokens is N four-letter
+words, each one token for the reference target's counter (``prompts.py``, ``filler.py``,
+``prefix.py``). A real server's tokenizer cuts those words differently: under a 16k byte-level
+BPE, N such words were ~1.2 N tokens, and "1,024-token prompts" overflowed a 2,048 context once a
+shared prefix was added. When the campaign names a real tokenizer (``cl100k_base``, a
+``tokenizer.json`` or a model directory holding one), prompts are written in its tokens instead:
+
+1. **The words** (once per process): every token of the vocabulary whose text is a lowercase
+   ASCII word of 3–10 letters and which the tokenizer encodes as one token both alone and after a
+   space (``"time"`` and ``" time"``), sorted. A byte-level BPE of 16k tokens trained on a few
+   hundred kB of English has hundreds; cl100k_base and BERT's WordPiece have thousands. Fewer
+   than ``MIN_WORDS`` is a ``UsageError`` that says to use ``approx``: so few words make a text
+   too repetitive to stand for a prompt (and nearly every real tokenizer has far more).
+2. **A text of N tokens** is N of those words drawn at random, joined by single spaces.
+3. **Why it is exact.** A tokenizer cuts a text into pieces before its model runs (the
+   pre-tokenizer: byte-level BPE, WordPiece, tiktoken's pattern, SentencePiece's Metaspace all cut
+   at each space) and encodes each piece alone, so no token spans two pieces. When a sample text
+   of these words is cut into one piece per word (checked once, at load: ``local``), a text of N
+   words is N pieces of one token each — exactly N tokens, by construction, for any text made of
+   them; nothing needs re-encoding. A tokenizer that does not cut at spaces (a BPE trained
+   without a pre-tokenizer learns merges across them: "ule ", "it ") gets its texts verified
+   instead: encode, scale the number of words by what a word cost on average, encode again; a
+   number of words tried before gets freshly drawn words, since the same words would give the
+   same count. A word alone is one token and costs one or two in context, so the scaled guess
+   lands within a few tokens and the fresh draws hit the exact count within a few rounds (every
+   length from 1 to 400 did, for a 16k BPE trained without a pre-tokenizer: ``tests/…/
+   test_token_words.py``). After ``ROUNDS`` rounds without it, a ``UsageError`` names the
+   tokenizer rather than send a prompt of the wrong length.
+
+The count is the text's own, without special tokens. A chat template adds its own tokens on the
+server (role markers, a BOS: a few per message), so the server's ``usage.prompt_tokens`` is
+larger than the text's count by them; the run reports both (``docs/workloads.md``).
+
+Cost per prompt (``bench/token_words.py``, 2026-12-04, the loaded 2-core machine, a 16k
+byte-level BPE): drawing a 256-token text 0.03 ms and an 8,000-token text 0.9 ms, against the
+word path's 0.02 ms and 0.5 ms — the same work, a larger word list; the words are found once per
+process (~20 ms for 16k tokens, ~0.3 s for cl100k_base's 100k). Verifying a text by encoding
+it, as a tokenizer without ``local`` needs, costs ~0.3 ms for 256 tokens and ~9 ms for 8,000.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from ramplab.errors import UsageError
+from ramplab.workload.tokenizers import Tokenizer, Vocabulary
+
+__all__ = ["MIN_WORDS", "ROUNDS", "TokenWords", "token_words"]
+
+MIN_WORDS = 32
+ROUNDS = 32
+_SAMPLE_WORDS = 512  # the text the ``local`` check cuts: every word, several times over
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # hashed by identity: a cache key per process
+class TokenWords:
+    """The single-token words of one tokenizer, and texts of an exact length made of them."""
+
+    tokenizer: Tokenizer
+    words: tuple[str, ...]
+    local: bool  # a text of these words is cut into one piece per word: its length is exact
+
+    def draw(self, tokens: int, rng: random.Random) -> list[str]:
+        return rng.choices(self.words, k=tokens)
+
+    def text(self, tokens: int, rng: random.Random) -> str:
+        """A text of exactly ``tokens`` tokens (``tokens`` ≥ 1)."""
+        return self.exact(self.draw(tokens, rng), tokens, rng)
+
+    def exact(self, words: list[str], tokens: int, rng: random.Random) -> str:
+        """``words`` joined, made exactly ``tokens`` tokens long (module docstring, 3)."""
+        text = " ".join(words)
+        if self.local:
+            return text
+        tried: set[int] = set()
+        for _ in range(ROUNDS):
+            count = self.tokenizer.count(text)
+            if count == tokens:
+                return text
+            tried.add(len(words))
+            # What a word costs here on average says how many make ``tokens``. A length tried
+            # before gets fresh words: in context a word costs 1 or 2 tokens, and the same
+            # words would give the same count again.
+            wanted = max(1, round(len(words) * tokens / count))
+            if wanted in tried:
+                words = self.draw(wanted, rng)
+            elif wanted < len(words):
+                del words[wanted:]
+            else:
+                words += self.draw(wanted - len(words), rng)
+            text = " ".join(words)
+        if self.tokenizer.count(text) == tokens:
+            return text
+        raise UsageError(
+            "workload.tokenizer",
+            f"{self.tokenizer.name}: no text of exactly {tokens} tokens after {ROUNDS} rounds "
+            "(its tokens span the spaces between words); use approx",
+        )
+
+
+def _words(tokenizer: Vocabulary) -> tuple[str, ...]:
+    candidates = sorted(
+        {
+            word
+            for word in (piece.strip() for piece in tokenizer.vocabulary())
+            if 3 <= len(word) <= 10 and word.isascii() and word.isalpha() and word.islower()
+        }
+    )
+    return tuple(
+        word
+        for word in candidates
+        if tokenizer.count(word) == 1 and tokenizer.count(" " + word) == 1
+    )
+
+
+def token_words(tokenizer: Tokenizer) -> TokenWords | None:
+    """The words of ``tokenizer`` (a process finds them once: ``options/workload.py``); ``None``
+    for one that is not a ``Vocabulary`` (``approx``: prompts keep their four-letter words)."""
+    if not hasattr(tokenizer, "vocabulary") or not hasattr(tokenizer, "pretokens"):
+        return None
+    vocabulary: Vocabulary = tokenizer  # type: ignore[assignment]
+    words = _words(vocabulary)
+    if len(words) < MIN_WORDS:
+        raise UsageError(
+            "workload.tokenizer",
+            f"{tokenizer.name} has {len(words)} words of one token (at least {MIN_WORDS} are "
+            "needed to write prompts in its tokens); use approx",
+        )
+    sample = [words[i % len(words)] for i in range(max(_SAMPLE_WORDS, len(words)))]
+    text = " ".join(sample)
+    pieces = vocabulary.pretokens(text)
+    local = len(pieces) == len(sample) and tokenizer.count(text) == len(sample)
+    return TokenWords(tokenizer, words, local)
