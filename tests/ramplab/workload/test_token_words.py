@@ -53,7 +53,7 @@ def test_a_model_directory_names_its_tokenizer(bpe_model: Path) -> None:
     by_file = load_tokenizer(str(bpe_model / "tokenizer.json"))
     assert by_dir.name == by_file.name == "hf:tiny-bpe"
     assert by_dir.count("prompt sizes in tokens") == by_file.count("prompt sizes in tokens")
-    with pytest.raises(UsageError, match="directory without a tokenizer.json"):
+    with pytest.raises(UsageError, match=r"directory without a tokenizer\.json"):
         load_tokenizer(str(bpe_model.parent))
 
 
