@@ -9,8 +9,8 @@ shared prefix was added. When the campaign names a real tokenizer (``cl100k_base
 
 1. **The words** (once per process): every token of the vocabulary whose text is a lowercase
    ASCII word of 3–10 letters and which the tokenizer encodes as one token both alone and after a
-   space (``"time"`` and ``" time"``), sorted. A byte-level BPE of 16k tokens trained on a few
-   hundred kB of English has hundreds; cl100k_base and BERT's WordPiece have thousands. Fewer
+   space (``"time"`` and ``" time"``), sorted. A byte-level BPE of 16k tokens trained on the
+   docs has 1,288, cl100k_base 6,549, BERT's WordPiece thousands. Fewer
    than ``MIN_WORDS`` is a ``UsageError`` that says to use ``approx``: so few words make a text
    too repetitive to stand for a prompt (and nearly every real tokenizer has far more).
 2. **A text of N tokens** is N of those words drawn at random, joined by single spaces.
@@ -33,11 +33,21 @@ The count is the text's own, without special tokens. A chat template adds its ow
 server (role markers, a BOS: a few per message), so the server's ``usage.prompt_tokens`` is
 larger than the text's count by them; the run reports both (``docs/workloads.md``).
 
-Cost per prompt (``bench/token_words.py``, 2026-12-04, the loaded 2-core machine, a 16k
-byte-level BPE): drawing a 256-token text 0.03 ms and an 8,000-token text 0.9 ms, against the
-word path's 0.02 ms and 0.5 ms — the same work, a larger word list; the words are found once per
-process (~20 ms for 16k tokens, ~0.3 s for cl100k_base's 100k). Verifying a text by encoding
-it, as a tokenizer without ``local`` needs, costs ~0.3 ms for 256 tokens and ~9 ms for 8,000.
+Cost per prompt (``bench/token_words.py``, 2026-12-04 on the shared 2-core machine, a 16k
+byte-level BPE trained on the docs: 1,288 words, ``local``), CPU ms, median of interleaved rounds:
+
+    prompt                       256 tokens   8,000 tokens
+    synthetic, approx's words       0.042        1.28
+    synthetic, the BPE's tokens     0.017        0.42     (one ``choices`` call, not N ``choice``)
+    filler, approx's words          0.004        0.047
+    filler, the BPE's tokens        0.004        0.076    (longer words: a longer join)
+    one encode (verifying)          0.26         7.7      (only where ``local`` does not hold)
+
+so sizing in a real tokenizer's tokens costs the generator nothing per prompt where its
+pre-tokenizer cuts at spaces; a tokenizer that does not pays an encode or more per prompt
+(~1 ms per 1,000 tokens), as every needle context does (``needle.py``: its prose is not made of
+these words). Finding the words: 34 ms per process for the 16k BPE, 114 ms for
+cl100k_base (6,549 words). The word path's N words were 1.10 N of this BPE's tokens (256 → 283).
 """
 
 from __future__ import annotations
