@@ -25,6 +25,7 @@ from ramplab.workload.source import Workload
 from ramplab.workload.token_words import MIN_WORDS, TokenWords, token_words
 from ramplab.workload.tokenizers import Tokenizer, load_tokenizer
 from tests.ramplab.workload.conftest import train_bpe
+from tests.support.cli import TINY, ramplab_in_process
 
 LENGTHS = [*range(1, 300), 1000, 4096]
 
@@ -128,10 +129,18 @@ def test_a_tokenizer_whose_merges_span_spaces_is_verified_to_the_exact_length(
     assert count(SharedPrefix(1, 90, 1).text("s", 0, spanning)) == 90
 
 
-def test_too_few_single_token_words_is_a_usage_error(tmp_path: Path) -> None:
+def test_too_few_single_token_words_is_a_usage_error_before_the_run(tmp_path: Path) -> None:
     folder = train_bpe(tmp_path / "tiny", 300)  # bytes and a few merges: hardly a word
     with pytest.raises(UsageError, match=r"workload.tokenizer.*hf:tiny has \d+ words.*approx"):
         token_words(load_tokenizer(str(folder)))
+    campaign = tmp_path / "campaign.yaml"
+    campaign.write_text(
+        TINY.replace("prompt_tokens: 16", f"prompt_tokens: 16, tokenizer: {folder}")
+    )
+    done = ramplab_in_process(["validate", str(campaign)])
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "workload.tokenizer" in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("name", ["cl100k", "minilm"])
