@@ -165,9 +165,8 @@ class NeedlePrompts:
         self.rng = rng
         self.words = words
         self.counter = words.tokenizer if words is not None else (counter or ApproxTokenizer())
-        self._pad = (
-            " so" if words is None else " " + ("so" if "so" in words.words else words.words[0])
-        )
+        # Pads the haystack to the exact length: a word of one token after a space.
+        self._pad = " so" if words is None else " " + words.words[0]
         self._word_tokens: dict[str, int] = {}
         self.prompt_tokens: int | None = None
         self.cells = [(n, d) for n in spec.lengths for d in spec.depths]

@@ -195,3 +195,7 @@ def test_the_settings_tokenizer_sizes_every_generator(bpe_model: Path) -> None:
     prompt = workload.next(0, source)
     assert [count(m["content"]) for m in prompt.messages] == [33, 77]
     assert prompt.tokens == 110
+    needle = UserSettings(tokenizer=str(bpe_model), needle={"lengths": [200], "depths": [0.5]})
+    contexts = prompt_source(needle, random.Random(1))
+    assert isinstance(contexts, NeedlePrompts)
+    assert count(contexts.next()[0]["content"]) == contexts.prompt_tokens == 200
