@@ -4,11 +4,11 @@ A byte-level BPE of 16k tokens is trained here on the repository's docs (as the 
 model's was, offline). Per prompt of 256 and 8,000 tokens, CPU time of one process, median of
 interleaved rounds: the word path (``approx``: four-letter words) against the token path
 (``token_words.py``: the tokenizer's single-token words), for synthetic prompts (a fresh draw)
-and trace fillers (a slice of a pool); and what verifying a text by encoding it costs — what a
-tokenizer whose tokens span spaces needs per prompt, and what the token path saves by proving,
-once, that this one does not. Beside it, what the word path's N words count under the BPE: the
-gap the token path closes. The one-time cost of finding the words is timed for this BPE and for
-cl100k_base.
+and trace fillers (a slice of a pool); what one encode of the text costs — what the token path
+saves by proving, once, that this tokenizer's tokens never span a space; and the whole cost for
+a BPE trained without a pre-tokenizer, whose texts are verified and resized until exact. Beside
+it, what the word path's N words count under the BPE: the gap the token path closes. The
+one-time cost of finding the words is timed for this BPE and for cl100k_base.
 """
 
 from __future__ import annotations
@@ -31,18 +31,20 @@ REPEAT = 20  # prompts per timing
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
-def _train(folder: Path) -> Path:
+def _train(folder: Path, vocab: int = 16000, *, split_words: bool = True) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     lines = [line for path in sorted(DOCS.glob("*.md"))
              for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]  # fmt: skip
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if split_words:
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=16000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+        vocab_size=vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
     )
     tokenizer.train_from_iterator(lines, trainer)
+    folder.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(folder / "tokenizer.json"))
     return folder
 
@@ -64,8 +66,9 @@ def _found_in(spec: str) -> tuple[float, TokenWords]:
 
 def run() -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        model = _train(Path(tmp))
-        bpe_ms, words = _found_in(str(model))
+        bpe_ms, words = _found_in(str(_train(Path(tmp) / "bpe")))
+        _, spanning = _found_in(str(_train(Path(tmp) / "raw", 32000, split_words=False)))
+    assert not spanning.local
     cl100k_ms, cl100k = _found_in("cl100k_base")
     count = words.tokenizer.count
     rng = random.Random(1)
@@ -75,6 +78,9 @@ def run() -> str:
         "filler, words (approx)": lambda n: lambda: filler_text(n, rng),
         "filler, tokens (BPE)": lambda n: lambda: filler_text(n, rng, words),
         "verify: encode the text once": lambda n: lambda: count(words.text(n, rng)),
+        "synthetic, tokens (BPE without a pre-tokenizer)": (
+            lambda n: SyntheticPrompts(n, 0, rng, spanning).next
+        ),
     }
     times: dict[tuple[str, int], list[float]] = {}
     for n in LENGTHS:
@@ -98,8 +104,9 @@ def run() -> str:
         f"{ROUNDS} interleaved rounds of {REPEAT} prompts): the word path (`approx`) against "
         "the token path (`workload/token_words.py`) with a 16k byte-level BPE trained here on "
         f"the docs ({len(words.words)} single-token words, `local`: {words.local}, so no "
-        "prompt is re-encoded). *verify* is one encode of the text: what a tokenizer whose "
-        "merges span spaces pays per prompt on top.",
+        "prompt is re-encoded). *verify* is one encode of the text. The last row is a 32k BPE "
+        "trained without a pre-tokenizer: its merges span spaces, so each text is encoded, "
+        "resized and encoded again until exact (a median of 4 encodes).",
         "",
         "| case | " + " | ".join(f"{n:,} tokens" for n in LENGTHS) + " |",
         "|---|" + "---:|" * len(LENGTHS),
