@@ -13,8 +13,8 @@ holding one), prompts are written in its tokens instead:
    ASCII word of 3–10 letters and which the tokenizer encodes as one token both alone and after a
    space (``"time"`` and ``" time"``), sorted. A byte-level BPE of 16k tokens trained on the
    docs has ~1,300, the vLLM model's 2,272, cl100k_base 6,549, BERT's WordPiece thousands.
-   Fewer than ``MIN_WORDS`` is a ``UsageError`` that says to use ``approx``: so few words make a text
-   too repetitive to stand for a prompt (and nearly every real tokenizer has far more).
+   Fewer than ``MIN_WORDS`` is a ``UsageError`` that says to use ``approx``: so few words make
+   a text too repetitive to stand for a prompt (and nearly every real tokenizer has far more).
 2. **A text of N tokens** is N of those words drawn at random, joined by single spaces.
 3. **Why it is exact.** A tokenizer cuts a text into pieces before its model runs (the
    pre-tokenizer: byte-level BPE, WordPiece, tiktoken's pattern, SentencePiece's Metaspace all cut
