@@ -22,6 +22,7 @@ BENCHMARKS = [
     "exporter_overhead",
     "progress_poll",
     "schedule_memory",
+    "token_words",
     "prefix_cache",
     "tracing_overhead",
     "foreign_truth",

@@ -21,6 +21,7 @@ from ramplab.campaign.schema import Campaign
 from ramplab.errors import CampaignError, UsageError
 from ramplab.results.producer import EngineCounts, RunFacts, summarize
 from ramplab.results.slo import Gate, evaluate_gates, parse_gates
+from ramplab.workload.token_words import token_words
 from ramplab.workload.tokenizers import load_tokenizer
 
 __all__ = ["check_campaign", "check_gates", "summary_template", "target_check", "target_env"]
@@ -87,9 +88,10 @@ def check_campaign(campaign: Campaign, environ: Mapping[str, str] | None = None)
                 pass
         except OSError as exc:
             raise CampaignError(f"workload.{name}", f"{str(path)!r}: {exc.strerror}") from None
-    # Loaded here (cl100k_base: a fraction of a second) so that a bad name exits 2 before any
-    # process starts, rather than failing every Locust worker.
-    load_tokenizer(campaign.workload.tokenizer, "workload.tokenizer")
+    # Loaded here (cl100k_base: a fraction of a second) so that a bad name — or a tokenizer with
+    # too few words to write prompts in its tokens — exits 2 before any process starts, rather
+    # than failing every Locust worker.
+    token_words(load_tokenizer(campaign.workload.tokenizer, "workload.tokenizer"))
     _check_dataset(campaign)
     auth = campaign.workload.auth
     needs = {

@@ -111,6 +111,10 @@ class RequestRecord:
     coalesced_events: list[int] = field(default_factory=list)
     stamp_error_ms: float | None = None
     read_delay_ms: float | None = None
+    # The size in tokens the client wrote the prompt to (``--tokenizer``'s tokens; a dataset
+    # entry's count); None when it was read, not written (a prompts file, a session's history).
+    # ``prompt_tokens`` is what the server counted, its chat template included.
+    requested_prompt_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # Field by field, not ``dataclasses.asdict``: that deep-copies every value and cost

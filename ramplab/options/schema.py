@@ -139,13 +139,14 @@ OPTIONS: tuple[Option, ...] = (
             campaign="workload.prompt_tokens"),
     _stream("--prompt-tokens-std", _NON_NEGATIVE, 0.0, "synthetic prompt length, std-dev",
             campaign="workload.prompt_tokens_std"),
-    # §3.3 (docs/prompts.md): prompts sent normalised, and the tokenizer that counts tokens.
+    # §3.3 (docs/prompts.md): prompts sent normalised, and the tokenizer that counts tokens (and
+    # sizes generated prompts in its own: docs/workloads.md).
     _stream("--normalise", kinds.TEXT, None,
             "normalise file prompts once at load: all, or rules (comma list; -RULE drops one)",
             campaign="workload.normalise", to_setting=_optional),
     _stream("--tokenizer", kinds.TEXT, "approx",
-            "counts tokens the server does not report: approx, cl100k_base or PATH/tokenizer.json",
-            campaign="workload.tokenizer"),
+            "counts tokens the server does not report and sizes generated prompts: approx, "
+            "cl100k_base, PATH/tokenizer.json or a model directory", campaign="workload.tokenizer"),
     _stream("--max-tokens", _POSITIVE, 128, "max_tokens of each request",
             campaign="workload.max_tokens"),
     _stream("--ignore-eos", kinds.SWITCH_ON, False,

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import secrets
@@ -31,9 +32,17 @@ from ramplab.workload.prompts import (
 )
 from ramplab.workload.session import SessionSettings
 from ramplab.workload.source import Workload
+from ramplab.workload.token_words import TokenWords, token_words
 from ramplab.workload.tokenizers import load_tokenizer
 
-__all__ = ["load_file_prompts", "prompt_source", "request_body", "session_settings", "workload_of"]
+__all__ = [
+    "load_file_prompts",
+    "prompt_source",
+    "prompt_words",
+    "request_body",
+    "session_settings",
+    "workload_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +54,29 @@ def load_file_prompts(settings: UserSettings) -> list[Messages]:
     return normalised(load_prompts(settings.prompts_file), normalise_rules(settings.normalise))
 
 
+@functools.cache
+def _words_of(spec: str) -> TokenWords | None:
+    return token_words(load_tokenizer(spec, "--tokenizer"))
+
+
+def prompt_words(settings: UserSettings) -> TokenWords | None:
+    """The words generated prompts are written in: ``--tokenizer``'s single-token words (found
+    once per process), or ``None`` for ``approx`` (``workload/token_words.py``)."""
+    return _words_of(settings.tokenizer)
+
+
 def prompt_source(
     settings: UserSettings, rng: random.Random, loaded: Sequence[Messages] | None = None
 ) -> PromptSource:
     """The prompts of one user; ``loaded`` is the file's prompts read once per process."""
     if settings.needle:  # long-context needle contexts (needle.py); the cell: prompt_labels
-        return NeedlePrompts(parse_needle(settings.needle), rng)
+        return NeedlePrompts(parse_needle(settings.needle), rng, words=prompt_words(settings))
     if settings.prompts_file is not None:
         prompts = loaded if loaded is not None else load_file_prompts(settings)
         return FilePrompts(prompts, start=rng.randrange(1 << 30))
-    return SyntheticPrompts(settings.prompt_tokens, settings.prompt_tokens_std, rng)
+    return SyntheticPrompts(
+        settings.prompt_tokens, settings.prompt_tokens_std, rng, prompt_words(settings)
+    )
 
 
 def request_body(
@@ -123,4 +145,5 @@ def workload_of(settings: UserSettings) -> Workload | None:
     if prefix is not None and settings.prefix_salt is None:
         # ``ramplab run`` always passes one (run.json); a process started by hand says its own.
         log.info("shared prefixes: no --prefix-salt given, this process uses %s", salt)
-    return Workload(dataset, lengths, prefix, salt, settings.dataset_seed)
+    words = prompt_words(settings) if prefix is not None else None
+    return Workload(dataset, lengths, prefix, salt, settings.dataset_seed, words)

@@ -15,7 +15,7 @@ from ramplab.load.pacer import Arrival
 from ramplab.load.shapes import Stage
 from ramplab.load.trace import Trace
 from ramplab.measure.record import RequestRecord
-from ramplab.options.workload import session_settings
+from ramplab.options.workload import prompt_words, session_settings
 from ramplab.plugin.plugin import install, plugin_of
 from ramplab.plugin.users import LLMStreamUser
 from ramplab.plugin.worker import WorkerEngine
@@ -127,12 +127,16 @@ class RampUser(LLMStreamUser):
 
     def _replay(self, trace: Trace, arrival: Arrival, stage: Stage) -> None:
         """The trace's row of this arrival: a prompt of its input length (filler words, one
-        token each), ``max_tokens`` = its output length, generated to the end (``ignore_eos``)."""
+        token each: of ``--tokenizer``'s tokens), ``max_tokens`` = its output length, generated to
+        the end (``ignore_eos``)."""
+        tokens = int(trace.input_tokens[arrival.index])
+        words = prompt_words(self.shared.settings)
         self.run_request(
             intended_start=arrival.intended,
             step=stage.index,
             target_qps=stage.rate,
-            messages=filler_prompt(int(trace.input_tokens[arrival.index]), self.user_rng),
+            messages=filler_prompt(tokens, self.user_rng, words),
+            prompt_tokens=tokens,
             body_changes={
                 "max_tokens": int(trace.output_tokens[arrival.index]),
                 "ignore_eos": True,

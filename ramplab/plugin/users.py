@@ -105,21 +105,27 @@ class LLMStreamUser(User):
         messages: Messages | None = None,
         headers: Mapping[str, str] | None = None,
         body_changes: Mapping[str, Any] | None = None,
+        prompt_tokens: int | None = None,
     ) -> RequestRecord:
         """Make one request now; ``intended_start`` on ``time.perf_counter()`` (None: now).
 
         ``messages`` (default: the next prompt), ``headers`` (added to ``--extra-headers``) and
         ``body_changes`` (over the body's fields) let a session send its history and affinity
         header, and a trace replay its row's lengths; they name the token limit ``max_tokens``
-        whatever the API, and it is sent under the API's own name (``max_output_tokens``)."""
+        whatever the API, and it is sent under the API's own name (``max_output_tokens``).
+        ``prompt_tokens``: the size ``messages`` were written to (the record's
+        ``requested_prompt_tokens``; the prompt sources say their own)."""
         settings = self.shared.settings
+        requested = prompt_tokens
         if messages is not None:  # a session's history, a trace row's prompt
             body = request_body(settings, self.shared.model(), messages)
         elif self.shared.workload is not None:  # datasets, shared prefixes (ramplab/datasets)
-            prompt = self.shared.workload.next(self.arrival_index(), self.prompts.next)
+            prompt = self.shared.workload.next(self.arrival_index(), self.prompts)
             body = request_body(settings, self.shared.model(), prompt.messages, prompt.max_tokens)
+            requested = prompt.tokens
         else:
             body = request_body(settings, self.shared.model(), self.prompts.next())
+            requested = self.prompts.prompt_tokens
         if body_changes:
             changes = dict(body_changes)
             if "max_tokens" in changes:
@@ -134,11 +140,13 @@ class LLMStreamUser(User):
             # record, or the slowest requests — the tail — would vanish from the results.
             cut = self.chain.cut(CUT_REASON)
             if cut is not None:
+                cut.requested_prompt_tokens = requested
                 # Not fired as a Locust failure: Locust's own stats count the requests that
                 # ended, and ``-t`` cutting a plain run's users is by design (it would make
                 # every timed run exit 1). The record tells the truth.
                 self._record(cut, fire=False)
             raise
+        record.requested_prompt_tokens = requested
         self._record(record)
         return record
 

@@ -30,6 +30,7 @@ from ramplab.records.schema import (
     SCHEMA,
     batch_of,
     check_schema,
+    conformed,
     record_from_dict,
     records_of,
 )
@@ -131,10 +132,16 @@ class RecordFiles:
                 # instead of 70 MB at its peak for a million records' summary columns).
                 parquet = pq.ParquetFile(self.parquet, pre_buffer=False)
                 check_schema(parquet.schema_arrow, self.parquet)
-                yield from parquet.iter_batches(batch_size=SCAN_BATCH, columns=columns)
+                # A file written before a column was added (schema.py) lacks it: not asked of
+                # the file, given as nulls.
+                present = set(parquet.schema_arrow.names)
+                wanted = [f.name for f in SCHEMA] if columns is None else columns
+                stored = [name for name in wanted if name in present]
+                for batch in parquet.iter_batches(batch_size=SCAN_BATCH, columns=stored):
+                    yield conformed(batch, wanted)
             if self._journal_pending():
                 for batch in read_journal(self.journal):
-                    yield batch.select(columns) if columns is not None else batch
+                    yield conformed(batch, columns)
             return
         if not self.jsonl.is_file():
             return

@@ -9,6 +9,13 @@ its JSON text.
 
 Version 1 is the first columnar layout. A reader accepts a file whose version it knows and
 refuses a newer one by name (``RecordsError``) rather than guess at columns it has never seen.
+
+Version 2 adds one nullable column, ``requested_prompt_tokens``. Its own reader would need no
+new version — a version 1 file reads with nulls there (``conformed``), "not known", which is
+what that run knew — but a version 1 reader would not refuse a version 2 file, it would fail on
+it: its Parquet fold and its exports build tables of its own ``SCHEMA`` from batches with a
+column more, an ``ArrowInvalid`` mid-command. So the version is bumped: an older ramplab names
+the newer file and says to upgrade, and this one reads versions 1 and 2.
 """
 
 from __future__ import annotations
@@ -28,12 +35,13 @@ __all__ = [
     "RecordsError",
     "batch_of",
     "check_schema",
+    "conformed",
     "dicts_of",
     "record_from_dict",
     "records_of",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 VERSION_KEY = b"ramplab.records"
 
 _MS = pa.float64()
@@ -97,6 +105,7 @@ SCHEMA = pa.schema(
         ("coalesced_events", pa.list_(pa.int32())),
         ("stamp_error_ms", _MS),
         ("read_delay_ms", _MS),
+        ("requested_prompt_tokens", pa.int64()),  # version 2; null in a version 1 file
     ],
     metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
 )
@@ -116,6 +125,21 @@ def check_schema(schema: pa.Schema, source: object) -> None:
             f"records schema version {int(version)} is newer than this ramplab reads "
             f"({SCHEMA_VERSION}); upgrade ramplab to read it",
         )
+
+
+def conformed(batch: pa.RecordBatch, columns: Sequence[str] | None = None) -> pa.RecordBatch:
+    """``batch`` with ``columns`` (every column of ``SCHEMA`` when ``None``), in that order; a
+    column its writer did not have yet is all nulls."""
+    names = [f.name for f in SCHEMA] if columns is None else list(columns)
+    if batch.schema.names == names:
+        return batch
+    arrays = [
+        batch.column(name)
+        if name in batch.schema.names
+        else pa.nulls(batch.num_rows, SCHEMA.field(name).type)
+        for name in names
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema([SCHEMA.field(n) for n in names]))
 
 
 def _row(record: RequestRecord | dict[str, Any]) -> dict[str, Any]:

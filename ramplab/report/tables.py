@@ -180,10 +180,12 @@ def _pct(value: float | None) -> str:
 
 
 def load_table(summary: RunSummary, digest: RunDigest) -> Table:
-    """Per step: what the generator delivered, how late, what it dropped and retried."""
+    """Per step: what the generator delivered, how late, what it dropped and retried, and the
+    prompt sizes it asked for against those the server counted (its chat template included)."""
     headers = ["offered", "achieved QPS", "goodput QPS", "dropped", "lateness p50 ms",
                "lateness p99 ms", "TTFT p99 ms (intended / send)", "retry amplification",
-               "retried on", "stream tokens/s p50"]  # fmt: skip
+               "retried on", "stream tokens/s p50",
+               "prompt tokens mean (requested / served)"]  # fmt: skip
     by_index = {d.index: d for d in digest.steps}
     body = []
     for step in summary.steps:
@@ -205,8 +207,13 @@ def load_table(summary: RunSummary, digest: RunDigest) -> Table:
             "-" if amplification is None else f"{amplification:.2f}",
             retried,
             rate,
+            f"{_tokens(step.prompt_tokens_requested)} / {_tokens(step.prompt_tokens_served)}",
         ])  # fmt: skip
     return headers, body
+
+
+def _tokens(mean: float | None) -> str:
+    return "-" if mean is None else f"{mean:.1f}"
 
 
 def phase_table(groups: Sequence[PhaseBreakdown]) -> Table:

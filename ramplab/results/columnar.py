@@ -58,6 +58,7 @@ COLUMNS = [
     "coalesced_events",
     "output_tokens",
     "prompt_tokens",
+    "requested_prompt_tokens",
     "cached_tokens",
     "slo_ok",
     "answer_ttft_ms",
@@ -93,6 +94,10 @@ class _Counts:
     prompt: int = 0
     cached: int = 0
     hits: int = 0
+    requested_n: int = 0  # sent records that carry requested_prompt_tokens, and their sum
+    requested_sum: int = 0
+    served_n: int = 0  # sent records that carry the server's prompt_tokens, and their sum
+    served_sum: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     kinds: Counter[str] = field(default_factory=Counter)
 
@@ -145,6 +150,8 @@ class RunColumns:
             "error_kinds": dict(sorted(c.kinds.items())),
             "cached_tokens_ratio": c.cached / c.prompt if c.prompt else None,
             "prefix_hit_ratio": c.hits / c.reported if c.reported else None,
+            "prompt_tokens_requested": c.requested_sum / c.requested_n if c.requested_n else None,
+            "prompt_tokens_served": c.served_sum / c.served_n if c.served_n else None,
             "itl_coalesced": c.itl_coalesced,
             "stamps_uncertain": c.stamps_uncertain,
             "stamps_unbounded": c.stamps_unbounded,
@@ -372,7 +379,11 @@ class _Scanner:
         good = _good(batch, ok, self.slo)
         turn = batch.column("turn")
         accounted = ~valid(turn) | (np_of(turn, 0, np.int64) <= 1)
-        prompt = np_of(batch.column("prompt_tokens"), 0, np.int64)
+        prompt_col = batch.column("prompt_tokens")
+        prompt = np_of(prompt_col, 0, np.int64)
+        requested_col = batch.column("requested_prompt_tokens")
+        requested = sent & valid(requested_col)
+        served = sent & valid(prompt_col)
         cached_col = batch.column("cached_tokens")
         cached = np_of(cached_col, 0, np.int64)
         reported = valid(cached_col) & (prompt != 0)
@@ -400,6 +411,10 @@ class _Scanner:
             "prompt": per(np.where(reported, prompt, 0)),
             "cached": per(np.where(reported, cached, 0)),
             "hits": per(reported & (cached > 0)),
+            "requested_n": per(requested),
+            "requested_sum": per(np.where(requested, np_of(requested_col, 0, np.int64), 0)),
+            "served_n": per(served),
+            "served_sum": per(np.where(served, prompt, 0)),
         }
         for name, values in columns.items():
             for index, value in enumerate(values):

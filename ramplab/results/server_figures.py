@@ -9,6 +9,11 @@ Definitions (``docs/summary.md`` quotes these; the per-request values: ``measure
   server reported ``usage.prompt_tokens_details.cached_tokens``; ``prefix_hit_ratio``: the share
   of those records with any cached token. Both ``None`` when no record carried the field — a
   server that does not report its cache is not a cache that never hits.
+- ``prompt_tokens_requested``: the mean ``requested_prompt_tokens`` (the size the client wrote
+  the prompt to, in ``workload.tokenizer``'s tokens) over the records sent (≥ 1 attempt) that
+  carry one; ``prompt_tokens_served``: the mean ``prompt_tokens`` the server reported in
+  ``usage`` over the records sent that carry it — its chat template included. Each ``None``
+  when no record carries it.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ def workload_figures(
     prompt = sum(r.prompt_tokens or 0 for r in reported)
     cached = sum(r.cached_tokens or 0 for r in reported)
     hits = sum(1 for r in reported if (r.cached_tokens or 0) > 0)
+    sent = [r for r in records if r.attempts > 0]
+    requested = [r.requested_prompt_tokens for r in sent if r.requested_prompt_tokens is not None]
+    served = [r.prompt_tokens for r in sent if r.prompt_tokens is not None]
     return {
         "answer_ttft_ms": percentiles(r.answer_ttft_ms for r in ok if r.answer_ttft_ms is not None),
         "reasoning_itl_ms": percentiles(reasoning),
@@ -48,4 +56,6 @@ def workload_figures(
         ),
         "cached_tokens_ratio": cached / prompt if prompt else None,
         "prefix_hit_ratio": hits / len(reported) if reported else None,
+        "prompt_tokens_requested": sum(requested) / len(requested) if requested else None,
+        "prompt_tokens_served": sum(served) / len(served) if served else None,
     }

@@ -138,6 +138,9 @@ class Figures(_Frozen):
     reasoning_tokens: Percentiles = Percentiles()
     cached_tokens_ratio: float | None = None
     prefix_hit_ratio: float | None = None
+    # Mean prompt tokens asked for and reported by the server (``results/server_figures.py``).
+    prompt_tokens_requested: float | None = None
+    prompt_tokens_served: float | None = None
     # How exact the stamps were (``results/trust.py``); defaults so older summaries load.
     itl_coalesced: int = 0
     stamps_uncertain: int = 0

@@ -1,7 +1,7 @@
 """Long-context "needle in a haystack" prompts (§3.2): context length × depth of the key fact.
 
 Every prompt is one user message of exactly ``length`` tokens, counted with the workload's token
-counter (``ApproxTokenizer`` unless another is passed in)::
+counter (``ApproxTokenizer``, or the campaign's real tokenizer: ``token_words.py``)::
 
     <haystack, first part> <needle> <haystack, rest>
 
@@ -11,8 +11,11 @@ The haystack is filler prose (sentences drawn from a fixed vocabulary); the need
 that exists nowhere else ("The secret passphrase of Lisbon is amber-4821."), a new one for each
 request, and the question asks for it. ``depth`` places the needle at the first word boundary at
 or after ``round(depth × H)`` of the haystack's ``H`` tokens: 0 opens the context with it, 1
-puts it right before the question. One-token words (" so") pad the haystack's end to the exact
-length.
+puts it right before the question. One-token words (" so", or one of a real tokenizer's
+single-token words) pad the haystack's end to the exact length. A real tokenizer counts a word
+differently where texts join (after the header, around the needle), so its contexts are counted
+whole once built and the haystack's share moved by the difference until exact (one round in
+practice): one encode of the whole context per prompt.
 
 Haystacks are deterministic: the words of a length's haystack come from ``Random(f"{seed}:{N}")``.
 With ``shared_prefix`` (the default) every request of a length starts with that same text, so all
@@ -41,6 +44,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ramplab.errors import UsageError
+from ramplab.workload.token_words import ROUNDS, TokenWords
 from ramplab.workload.tokenizers import ApproxTokenizer, Tokenizer
 
 __all__ = ["NeedlePrompts", "NeedleSpec", "needle_option", "parse_needle"]
@@ -151,11 +155,20 @@ class NeedlePrompts:
     """A ``PromptSource`` of needle contexts; ``prompt_labels`` describes the last prompt."""
 
     def __init__(
-        self, spec: NeedleSpec, rng: random.Random, counter: Tokenizer | None = None
+        self,
+        spec: NeedleSpec,
+        rng: random.Random,
+        counter: Tokenizer | None = None,
+        words: TokenWords | None = None,
     ) -> None:
         self.spec = spec
         self.rng = rng
-        self.counter = counter or ApproxTokenizer()
+        self.words = words
+        self.counter = words.tokenizer if words is not None else (counter or ApproxTokenizer())
+        # Pads the haystack to the exact length: a word of one token after a space.
+        self._pad = " so" if words is None else " " + words.words[0]
+        self._word_tokens: dict[str, int] = {}
+        self.prompt_tokens: int | None = None
         self.cells = [(n, d) for n in spec.lengths for d in spec.depths]
         self._round: list[tuple[int, float]] = []
         self._haystacks: dict[int, _Haystack] = {}
@@ -171,11 +184,18 @@ class NeedlePrompts:
             while total < tokens:
                 sentence = _sentence(rng).split()
                 words += sentence
-                total += sum(self.counter.count(word) for word in sentence)
-            ends = list(accumulate(self.counter.count(word) for word in words))
+                total += sum(self._tokens_of(word) for word in sentence)
+            ends = list(accumulate(self._tokens_of(word) for word in words))
             offsets = list(accumulate(len(word) + 1 for word in words))
             found = _Haystack(" ".join(words), ends, [o - 1 for o in offsets])
             self._haystacks[tokens] = found
+        return found
+
+    def _tokens_of(self, word: str) -> int:
+        """A haystack word's tokens where it stands: after a space (``approx`` ignores it)."""
+        found = self._word_tokens.get(word)
+        if found is None:
+            found = self._word_tokens[word] = self.counter.count(" " + word)
         return found
 
     def next(self) -> Messages:
@@ -192,11 +212,40 @@ class NeedlePrompts:
         header = "" if self.spec.shared_prefix else f"Document {self.rng.randrange(10**8):08d}. "
         count = self.counter.count
         room = max(0, length - count(header) - count(needle) - count(question))
+        text, position = self._context(length, depth, room, header, needle, question)
+        if self.words is not None:
+            # A real tokenizer counts a word differently at the text's joins (after the header,
+            # around the needle): the haystack's room moves by what the whole text is off.
+            for _ in range(ROUNDS):
+                off = length - count(text)
+                if off == 0:
+                    break
+                room = max(0, room + off)
+                text, position = self._context(length, depth, room, header, needle, question)
+            if count(text) != length:
+                raise UsageError(
+                    "workload.tokenizer",
+                    f"{self.counter.name}: no needle context of exactly {length} tokens",
+                )
+        self.prompt_tokens = length
+        self.prompt_labels = {
+            "needle_length": length,
+            "needle_depth": depth,
+            "needle_position": position,
+            "needle_shared": self.spec.shared_prefix,
+        }
+        return [{"role": "user", "content": text}]
+
+    def _context(
+        self, length: int, depth: float, room: int, header: str, needle: str, question: str
+    ) -> tuple[str, int]:
+        """The prompt with ``room`` tokens of haystack, and the haystack tokens before the
+        needle."""
         hay = self._haystack(length)
         kept = hay.words_within(room)
         # The next word did not fit: one-token words make up the difference exactly.
         padding = room - hay.tokens_of(kept)
-        pad = " so" * padding
+        pad = self._pad * padding
         # The needle goes at the first word boundary at or after depth × filler tokens.
         split = min(hay.words_reaching(round(depth * room)), kept)
         before = hay.text[: hay.chars_of(split)]
@@ -205,11 +254,4 @@ class NeedlePrompts:
         if split == kept:  # the deepest needle stays right before the question
             before, after, position = before + pad, "", position + padding
         parts = [part.strip(" ") for part in (before, needle, after) if part.strip(" ")]
-        text = header + " ".join(parts) + question
-        self.prompt_labels = {
-            "needle_length": length,
-            "needle_depth": depth,
-            "needle_position": position,
-            "needle_shared": self.spec.shared_prefix,
-        }
-        return [{"role": "user", "content": text}]
+        return header + " ".join(parts) + question, position

@@ -4,8 +4,9 @@ Request ``i`` of a run (its index in the arrival schedule, so every worker agree
 generation ``g = i // (N × M)`` and uses prefix ``p = i mod N`` of it: the N prefixes take turns,
 each is sent with exactly M requests, then the next generation brings N new ones. A prefix is
 ``L`` words drawn from a vocabulary of four-letter words by ``random.Random(f"{salt}:{g}:{p}")``
-— one token each as the reference target counts (and one or two for a BPE), so ``L`` is the
-prefix's length in tokens there.
+— one token each as the reference target's ``approx`` counter counts, so ``L`` is the prefix's
+length in tokens there. When the campaign names a real tokenizer the words are its own
+single-token words (``token_words.py``) and ``L`` is the prefix's length in its tokens.
 
 The **salt** makes a run's prefixes its own. Fixed seeds silently warm a server's prefix cache
 across the runs of a sweep (vLLM #54227 measured a 49× lower TTFT), so ``ramplab run`` draws a
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ramplab.errors import UsageError
+from ramplab.workload.token_words import TokenWords
 
 __all__ = ["SharedPrefix", "parse_shared_prefix"]
 
@@ -48,9 +50,9 @@ class SharedPrefix:
         """(generation, prefix) of request ``index``."""
         return index // (self.prefixes * self.requests_per_prefix), index % self.prefixes
 
-    def text(self, salt: str, index: int) -> str:
-        """The system prefix of request ``index``."""
-        return _prefix_text(salt, *self.slot(index), self.prefix_tokens)
+    def text(self, salt: str, index: int, words: TokenWords | None = None) -> str:
+        """The system prefix of request ``index`` (in ``words``' tokenizer's tokens, if given)."""
+        return _prefix_text(salt, *self.slot(index), self.prefix_tokens, words)
 
     def expected_hits(self, requests: int) -> int:
         """Requests among the first ``requests`` whose prefix an earlier request already sent
@@ -61,8 +63,12 @@ class SharedPrefix:
 
 
 @functools.lru_cache(maxsize=256)
-def _prefix_text(salt: str, generation: int, prefix: int, tokens: int) -> str:
+def _prefix_text(
+    salt: str, generation: int, prefix: int, tokens: int, words: TokenWords | None
+) -> str:
     rng = random.Random(f"{salt}:{generation}:{prefix}")
+    if words is not None:
+        return words.text(tokens, rng)
     return " ".join(rng.choices(_VOCABULARY, k=tokens))
 
 

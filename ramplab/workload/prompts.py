@@ -10,28 +10,48 @@ from typing import Any, Protocol
 
 from ramplab.errors import UsageError
 from ramplab.workload.redundancy import RULE_NAMES, apply_rules
+from ramplab.workload.token_words import TokenWords
 
 Messages = list[dict[str, Any]]
 # Words of a fixed shape, so the synthetic prompt's length in tokens is predictable: each is
-# one ~4-character piece (one token for any BPE-like counter, and for ``ApproxTokenizer``).
+# one ~4-character piece (one token for ``ApproxTokenizer``; a real tokenizer's prompts are made
+# of its own single-token words: ``token_words.py``).
 _WORDS = ("time", "data", "load", "rate", "node", "step", "line", "task", "wave", "peak")
 
 
 class PromptSource(Protocol):
+    """Where a user's prompts come from; ``prompt_tokens`` is the size in tokens the last
+    prompt was written to (``None``: not known, the prompt was read, not written)."""
+
+    prompt_tokens: int | None
+
     def next(self) -> Messages: ...
 
 
 class SyntheticPrompts:
-    """User prompts whose length in tokens follows a normal distribution (clipped at 1)."""
+    """User prompts whose length in tokens follows a normal distribution (clipped at 1): tokens
+    of the ``approx`` counter, or of ``words``' tokenizer when given."""
 
-    def __init__(self, mean_tokens: int, std_tokens: float, rng: random.Random) -> None:
+    def __init__(
+        self,
+        mean_tokens: int,
+        std_tokens: float,
+        rng: random.Random,
+        words: TokenWords | None = None,
+    ) -> None:
         self.mean = mean_tokens
         self.std = std_tokens
         self.rng = rng
+        self.words = words
+        self.prompt_tokens: int | None = None
 
     def next(self) -> Messages:
         n = self.mean if self.std == 0 else max(1, round(self.rng.gauss(self.mean, self.std)))
-        text = " ".join(self.rng.choice(_WORDS) for _ in range(n))
+        if self.words is None:
+            text = " ".join(self.rng.choice(_WORDS) for _ in range(n))
+        else:
+            text = self.words.text(n, self.rng)
+        self.prompt_tokens = n
         return [{"role": "user", "content": text}]
 
 
@@ -43,6 +63,7 @@ class FilePrompts:
             raise UsageError("--prompts-file", "the file holds no prompts")
         self.prompts = prompts
         self.index = start % len(prompts)
+        self.prompt_tokens: int | None = None  # read from a file, not written to a size
 
     @classmethod
     def load(cls, path: Path, start: int = 0) -> FilePrompts:

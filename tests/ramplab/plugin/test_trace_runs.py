@@ -56,6 +56,7 @@ def test_every_row_is_sent_once_with_its_lengths(run: RampRun) -> None:
     for r in records:
         assert r["ok"], r
         assert r["prompt_tokens"] == trace.input_tokens[r["arrival"]]
+        assert r["requested_prompt_tokens"] == trace.input_tokens[r["arrival"]]
         assert r["output_tokens"] == trace.output_tokens[r["arrival"]]
     (step,) = run.summary["steps"]
     assert (step["scheduled"], step["dropped"], step["lost"]) == (ROWS, 0, 0)

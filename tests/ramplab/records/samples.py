@@ -33,7 +33,7 @@ def full(index: int) -> RequestRecord:
         tokens_per_event=[1, 2, 1], server_events_ms=[20.0, 30.0, 40.0], integrity="verified",
         answer_ttft_ms=60.0, reasoning_events=1, reasoning_tokens=7, cached_tokens=0,
         completion_id="chatcmpl-9", local_port=54321, coalesced_events=[2], stamp_error_ms=0.05,
-        read_delay_ms=0.2,
+        read_delay_ms=0.2, requested_prompt_tokens=2**33 - 12,
     )  # fmt: skip
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -85,6 +86,31 @@ def test_a_parquet_file_of_a_newer_schema_is_refused_naming_its_version(tmp_path
     pq.write_table(newer, files.parquet)
     with pytest.raises(RecordsError, match=f"schema version {SCHEMA_VERSION + 1} is newer"):
         list(files.records())
+
+
+def test_a_version_1_parquet_file_reads_with_nulls_for_the_columns_added_since(
+    tmp_path: Path,
+) -> None:
+    files = RecordFiles.in_dir(tmp_path)
+    written = [full(0), bare(1)]
+    write_journal(files.journal, [written])
+    files.finalize()
+    # As version 1 wrote it: no requested_prompt_tokens column.
+    table = pq.read_table(files.parquet).drop_columns(["requested_prompt_tokens"])
+    pq.write_table(table.replace_schema_metadata({VERSION_KEY: b"1"}), files.parquet)
+    as_then = [replace(r, requested_prompt_tokens=None) for r in written]
+    assert list(files.records()) == as_then
+    assert files.count() == 2
+    wanted = ["request_id", "requested_prompt_tokens", "prompt_tokens"]
+    assert [row for b in files.batches(wanted) for row in b.to_pylist()] == [
+        {"request_id": "r0", "requested_prompt_tokens": None, "prompt_tokens": 2**33},
+        {"request_id": "b1", "requested_prompt_tokens": None, "prompt_tokens": None},
+    ]
+    # A journal of this version folded into it: one version 2 file, the old rows null there.
+    write_journal(files.journal, [[full(2)]])
+    files.finalize()
+    assert pq.read_schema(files.parquet).metadata[VERSION_KEY] == str(SCHEMA_VERSION).encode()
+    assert list(files.records()) == [*as_then, full(2)]
 
 
 def test_columns_are_read_alone_from_every_form(tmp_path: Path) -> None:

@@ -64,6 +64,7 @@ def generated(seed: int, n: int) -> list[RequestRecord]:
                 answer_ttft_ms=maybe(float(rng.lognormal(4, 1))) if ok else None,
                 output_tokens=maybe(int(sum(per_event))),
                 prompt_tokens=maybe(int(rng.integers(0, 90))),
+                requested_prompt_tokens=maybe(int(rng.integers(1, 2000))),
                 cached_tokens=maybe(int(rng.integers(0, 40))) if rng.random() < 0.5 else None,
                 stamp_error_ms=maybe(float(rng.exponential(0.5))),
                 slo_ok=None if rng.random() < 0.5 else bool(rng.random() < 0.5),

@@ -25,6 +25,7 @@ from ramplab.options.workload import request_body
 from ramplab.workload.dataset import Dataset
 from ramplab.workload.inspect import print_inspection
 from ramplab.workload.lengths import OutputLengths
+from ramplab.workload.prompts import FilePrompts
 from ramplab.workload.source import Workload
 from ramplab.workload.tokenizers import load_tokenizer
 from tests.support.cli import ramplab
@@ -64,7 +65,7 @@ def test_dataset_lengths_round_trip_through_the_real_target(
     with make_client(ClientOptions()) as client:
         chain = RequestChain(client, Endpoint(target.url + "/v1/chat/completions"))
         for i in range(len(LENGTHS)):
-            prompt = workload.next(i, lambda: [])
+            prompt = workload.next(i, FilePrompts([[]]))
             record = chain.run(request_body(settings, "ramplab-sim-1", prompt.messages,
                                             prompt.max_tokens))  # fmt: skip
             assert record.ok, record.error_detail

@@ -7,6 +7,7 @@ count as one token each, so every length below is exact.
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from ramplab.workload.dataset import Dataset, TokenRange, parse_range
 from ramplab.workload.dataset_formats import read_exchanges
 from ramplab.workload.lengths import OutputLengths, parse_output_lengths
 from ramplab.workload.prefix import SharedPrefix, parse_shared_prefix
+from ramplab.workload.prompts import FilePrompts, SyntheticPrompts
 from ramplab.workload.source import Workload
 from ramplab.workload.tokenizers import load_tokenizer
 
@@ -187,8 +189,13 @@ def test_workload_request_i_is_the_same_in_every_process(tmp_path: Path) -> None
     def make() -> Workload:
         return Workload(dataset, OutputLengths("dataset"), prefix, salt="s", seed=2)
 
-    def fallback() -> list[dict[str, Any]]:
-        raise AssertionError("a dataset workload never asks the user for a prompt")
+    class Unused:
+        prompt_tokens = None
+
+        def next(self) -> list[dict[str, Any]]:
+            raise AssertionError("a dataset workload never asks the user for a prompt")
+
+    fallback = Unused()
 
     one, other = make(), make()
     for i in (0, 4, 9, 3):
@@ -196,6 +203,7 @@ def test_workload_request_i_is_the_same_in_every_process(tmp_path: Path) -> None
         assert a == b
         entry = dataset.entry(i)
         assert a.max_tokens == entry.output_tokens
+        assert a.tokens == entry.prompt_tokens + 8  # the dataset's count and the prefix's
         assert a.messages[0] == {"role": "system", "content": prefix.text("s", i)}
         assert a.messages[1:] == entry.messages
     counted = make()
@@ -206,8 +214,11 @@ def test_workload_request_i_is_the_same_in_every_process(tmp_path: Path) -> None
 
 def test_without_a_dataset_the_users_prompts_get_the_prefix_and_drawn_lengths() -> None:
     workload = Workload(None, parse_output_lengths("uniform:5,9"), SharedPrefix(1, 4, 2), "s")
-    prompt = workload.next(0, lambda: [{"role": "user", "content": "mine"}])
+    prompt = workload.next(0, FilePrompts([[{"role": "user", "content": "mine"}]]))
     assert prompt.messages[1] == {"role": "user", "content": "mine"}
+    assert prompt.tokens is None  # read from a file: no size was asked for
+    sized = workload.next(1, SyntheticPrompts(6, 0, random.Random(1)))
+    assert sized.tokens == 6 + 4
     assert prompt.max_tokens is not None
     assert 5 <= prompt.max_tokens <= 9
     with pytest.raises(UsageError, match="--output-lengths"):
