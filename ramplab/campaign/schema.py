@@ -270,6 +270,16 @@ class Campaign(_Strict):
     # A run whose error ratio passes this (or whose every request failed) exits 3.
     max_error_ratio: float = Field(default=0.5, ge=0, le=1)
 
+    @field_validator("engine_metrics", mode="before")
+    @classmethod
+    def _engine_metrics(cls, value: Any) -> Any:
+        # YAML reads a bare off/on as a boolean: `engine_metrics: off` means what it says.
+        if value is False:
+            return "off"
+        if value is True:
+            return "auto"
+        return value
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:

@@ -256,3 +256,15 @@ def test_a_ten_hour_campaign_at_1000_qps_validates() -> None:
     campaign = parse_campaign({"shape": {"kind": "stepped", "rates": [1000], "hold": "10h"}})
     assert campaign.load_shape.expected_arrivals == 36_000_000
     assert parse_shape(campaign.shape_text()).stages == campaign.load_shape.stages
+
+
+URL = "http://127.0.0.1:9/m"
+
+
+@pytest.mark.parametrize(("text", "sent"),
+                         [("off", "off"), ("on", "auto"), ("auto", "auto"), (URL, URL)])  # fmt: skip
+def test_engine_metrics_reads_yamls_bare_off_and_on(text: str, sent: str) -> None:
+    # YAML 1.1 reads a bare off/on as a boolean; the campaign means the word.
+    campaign = parse_campaign(yaml.safe_load(f"shape: '1@2s'\nengine_metrics: {text}\n"))
+    args = campaign.locust_args()
+    assert args[args.index("--ramplab-engine-metrics") + 1] == sent
