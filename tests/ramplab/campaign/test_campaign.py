@@ -261,8 +261,10 @@ def test_a_ten_hour_campaign_at_1000_qps_validates() -> None:
 URL = "http://127.0.0.1:9/m"
 
 
-@pytest.mark.parametrize(("text", "sent"),
-                         [("off", "off"), ("on", "auto"), ("auto", "auto"), (URL, URL)])  # fmt: skip
+WORDS = [("off", "off"), ("on", "auto"), ("auto", "auto"), (URL, URL)]
+
+
+@pytest.mark.parametrize(("text", "sent"), WORDS)
 def test_engine_metrics_reads_yamls_bare_off_and_on(text: str, sent: str) -> None:
     # YAML 1.1 reads a bare off/on as a boolean; the campaign means the word.
     campaign = parse_campaign(yaml.safe_load(f"shape: '1@2s'\nengine_metrics: {text}\n"))
