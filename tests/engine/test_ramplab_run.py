@@ -76,3 +76,35 @@ def test_open_loop_token_counts_equal_the_servers_counters(
     names = {"prompt": "prompt_tokens", "output": "generation_tokens", "requests": "requests"}
     assert {names[key]: scraped[names[key]] for key in counted} == scraped["client"]
     assert scraped["client"] == {names[key]: value for key, value in counted.items()}
+
+
+@pytest.mark.parametrize("api", ["completions", "responses"])
+def test_each_api_against_vllms_own_implementation(
+    engine: server.Engine, tmp_path: Path, api: str
+) -> None:
+    """``--api completions`` and ``--api responses`` read vLLM's own streams: every request
+    succeeds, its tokens come from the server's usage, and they add up to its counters."""
+    campaign = tmp_path / "campaign.yaml"
+    text = CAMPAIGN.replace("MODEL", engine.model.name).replace("hold: 10s", "hold: 4s")
+    campaign.write_text(text.replace("workload: {", f"workload: {{api: {api}, "))
+    before = _counters(engine.url)
+    done = ramplab(
+        ["run", str(campaign), "--target", engine.url, "--no-preflight",
+         "--results-dir", str(tmp_path), "--run-name", api],
+        timeout=400,
+    )  # fmt: skip
+    after = _counters(engine.url)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    records = run_records(tmp_path / api)
+    assert 8 <= len(records) <= 11  # 2/s for 5 s
+    assert [r["error_kind"] for r in records if r["error_kind"]] == []
+    assert {r["output_tokens_source"] for r in records} == {"usage"}
+    assert all(r["ttft_ms"] is not None and r["ttft_ms"] > 0 for r in records)
+    assert all(1 <= r["output_tokens"] <= 16 for r in records)
+    moved = {name: after[name] - before[name] for name in after}
+    counted = {
+        "prompt": sum(r["prompt_tokens"] for r in records),
+        "output": sum(r["output_tokens"] for r in records),
+        "requests": len(records),
+    }
+    assert moved == counted, f"the server's counters moved by {moved}, ramplab counted {counted}"
