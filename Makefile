@@ -57,10 +57,11 @@ test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -m "not timing and not engine" --durations=25 $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m "timing and not engine" -n 0 --durations=25 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-# The real-engine tier (tests/engine/, marker engine; docs/engines.md): vLLM's venv is built on
-# first use (cached beside the peers' venvs: 1.5-7 min cold), one vLLM serves the tier (ready in
+# The real-engine tier (tests/engine/, marker engine; docs/engines.md): vLLM's venv is built
+# first (cached beside the peers' venvs: 1.5-7 min cold), one vLLM serves the tier (ready in
 # 25-90 s here), stopped at the end. Serial: vLLM takes a core of its own.
 engines: $(STAMP)
+	$(BIN)/python -m bench.peer_env vllm
 	$(BIN)/python -m pytest -m engine -n 0 --durations=10 tests/engine $(PYTEST_ARGS)
 
 lint: $(STAMP)

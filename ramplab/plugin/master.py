@@ -76,6 +76,9 @@ class MasterEngine:
         # file that could not be written (``abort``).
         self.stop_error: str | None = None
         self.stopped_at: float | None = None  # epoch seconds of an ``abort``
+        # Set when the master starts to quit (``final_reports.py``): workers leaving then are
+        # not leaving mid-run.
+        self.stopping = False
         self.stop_exit = ExitCode.OK
         self._watcher: gevent.Greenlet | None = None
         self.clocks: ClockProbe | None = None  # set by the plugin on a master with workers
@@ -147,9 +150,10 @@ class MasterEngine:
             if plan is None:
                 continue
             elapsed = time.time() - plan.start_epoch
-            if elapsed >= self.shape.duration_s:
-                # The schedule is over: workers quitting at the stop leave no arrivals to re-split
-                # (recording them made a finished run look as if a worker had left mid-run).
+            if elapsed >= self.shape.duration_s or self.stopping:
+                # The schedule is over, or the run was stopped: workers quitting then leave no
+                # arrivals to re-split (recording them made a finished run look as if a worker
+                # had left mid-run).
                 return
             live = self.live_workers()
             if live and live != plan.epochs[-1][1]:

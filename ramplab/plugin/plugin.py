@@ -32,12 +32,13 @@ close the writer; export the spans still batched (``--otlp-endpoint``).
 
 The summary is written once per run. A headless run ends at ``quitting``: a headless master's
 ``test_stop`` fires before the workers' last batches and progress reports arrive (Locust's
-``quit()`` stops the master first, then tells the workers), so that is the one point where
-the records are complete; the gates are evaluated on that summary. In the web UI a run ends
-when the user presses stop (the process stays up, and Locust's master waits for its workers to
-stop before firing ``test_stop``): the summary and gates are written then, for everything
-recorded so far — a restarted test appends to the same journal, and its stop rewrites
-the summary; ``quitting`` writes it again only when records arrived after the last stop.
+``quit()`` stops the master first, then tells the workers; ``final_reports.py`` makes it wait for
+their last records), so that is the one point where the records are complete; the gates are
+evaluated on that summary. In the web UI a run ends when the user presses stop (the process
+stays up, and Locust's master waits for its workers to stop before firing ``test_stop``): the
+summary and gates are written then, for everything recorded so far — a restarted test appends
+to the same journal, and its stop rewrites the summary; ``quitting`` writes it again only when
+records arrived after the last stop.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ from ramplab.plugin.context import Sink, UserContext
 from ramplab.plugin.default_args import cache_default_args
 from ramplab.plugin.engine_scrape import EngineScraper, metrics_url
 from ramplab.plugin.exporters import Exporters, scenario_name
+from ramplab.plugin.final_reports import FINAL_MESSAGE, quit_after_final_reports
 from ramplab.plugin.forwarder import FLUSH_S, Forwarder, receive_into
 from ramplab.plugin.master import MasterEngine
 from ramplab.plugin.ondemand import keep_users
@@ -205,6 +207,10 @@ class RamplabPlugin:
             )
             if isinstance(runner, WorkerRunner):
                 answer_pings(runner)
+                # Concurrent: stopping the users must not hold up the heartbeats.
+                runner.register_message(
+                    FINAL_MESSAGE, lambda environment, msg, **_: engine.finish(), concurrent=True
+                )
         if self.role.coordinates:
             master = self.master_engine = MasterEngine(
                 runner, run, "local" if self.role is Role.LOCAL else None, model
@@ -214,6 +220,7 @@ class RamplabPlugin:
             )
             if isinstance(runner, MasterRunner):
                 master.clocks = ClockProbe(runner)
+                quit_after_final_reports(runner, master)
 
     def _listen(self) -> None:
         hooks: Any = self.environment.events  # Locust's event hooks take untyped listeners

@@ -43,6 +43,8 @@ from ramplab.results.selfcheck import CPU_WINDOW_S, TICK_S, HealthAccumulator, l
 from ramplab.results.steps import MeasuredCounter, MeasuredPeak
 
 REPORT_S = 0.5
+# Killing a user runs its request's cut and record; only a wedged greenlet takes longer.
+KILL_USERS_S = 5.0
 log = logging.getLogger("ramplab.plugin")
 
 
@@ -78,6 +80,7 @@ class WorkerEngine:
         self.health: HealthAccumulator | None = None
         # Set on a worker with a master: its records go with its reports (``report``).
         self.records: Forwarder | None = None
+        self.final = False  # the last report is sent (``finish``)
         self._flights: dict[int, dict[str, Any]] = {}
         self._flight_ids = 0
         self.stopped_at: float | None = None  # epoch seconds the pacer stopped dispatching
@@ -87,6 +90,7 @@ class WorkerEngine:
             self._resplit(plan)
             return
         self.plan = plan
+        self.final = False  # a new run (the web UI's restart)
         self.shape = parse_shape(plan.shape)
         # One offset between the clocks (``timebase.py``), not two reads a pause could split.
         self.start_clock = process_timebase().monotonic(plan.start_epoch)
@@ -264,6 +268,7 @@ class WorkerEngine:
             "in_flight": list(self._flights.values()),
             "reported_at": time.time(),
             "stopped_at": self.stopped_at,
+            "final": self.final,
         }
 
     def report(self) -> None:
@@ -306,7 +311,18 @@ class WorkerEngine:
             if due < now:  # ticks missed while the loop was blocked are not owed
                 due = now + TICK_S
 
+    def finish(self) -> None:
+        """The master's last call before it quits (``final_reports.py``): stop dispatching, stop
+        the users — each request in flight gets its cut record — and send every record with a
+        last progress report marked ``final``."""
+        self.stop()
+        self.runner.user_greenlets.kill(block=True, timeout=KILL_USERS_S)
+        self.final = True
+        self.report()
+
     def stop(self) -> None:
+        if self.final:  # ``finish`` stopped it; Locust's own stop at the quit comes after
+            return
         if self.pacer is not None:
             self.pacer.stop()
         self.stopped_at = time.time()

@@ -138,7 +138,7 @@ def check_law(run: RampRun, incomplete: Sequence[str] = ()) -> dict[str, Any]:
         if step["scheduled"] is not None:
             assert step["scheduled"] == step["dispatched"] + step["dropped"] + step["lost"], step
     reasons = summary["incomplete"]
-    assert len(reasons) == len(incomplete), reasons
+    assert len(reasons) == len(incomplete), (reasons, summary.get("stopped_at_s"), run.tail())
     for reason, word in zip(reasons, incomplete, strict=True):
         assert word in reason, reasons
     kinds = [r["error_kind"] for r in run.records]

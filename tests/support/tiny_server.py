@@ -4,12 +4,15 @@ Raw asyncio streams on purpose: misbehaviour (a stream cut mid-chunk, a stall, m
 must be byte-exact, which a framework would tidy up. Runs its own event loop in a thread.
 Handlers get ``(method, path, headers, body)`` and return a ``Reply``: status, headers, and a
 list of body actions — bytes to send, ``("sleep", seconds)``, ``"drop"`` (close the socket
-without finishing), ``"stall"`` (send nothing more until the client gives up).
+without finishing), ``"stall"`` (send nothing more until the client gives up). A handler that
+needs to know which client sent a request reads ``CLIENT_PORT`` (its connection's port on the
+client's side, which tells one client process from another).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import ssl
 import threading
 from collections.abc import Callable
@@ -28,6 +31,9 @@ class Reply:
 
 
 Handler = Callable[[str, str, dict[str, str], bytes], Reply]
+
+# Set for the handler's call: each connection is served by its own task, with its own context.
+CLIENT_PORT: contextvars.ContextVar[int] = contextvars.ContextVar("CLIENT_PORT")
 
 
 class TinyServer:
@@ -85,6 +91,7 @@ class TinyServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         self.client_ports.append(writer.get_extra_info("peername")[1])
+        CLIENT_PORT.set(self.client_ports[-1])
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")

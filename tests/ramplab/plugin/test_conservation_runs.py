@@ -8,6 +8,7 @@ then hangs (longer than the run), so the drain always ends with requests in flig
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 import signal
@@ -16,18 +17,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from rich.console import Console
 
 from ramplab.report.run import print_steps, write_report
 from ramplab.results.summary import RunSummary
-from tests.support.processes import Process
+from tests.support.processes import Process, poll_until
 from tests.support.ramp_runs import RampRun, check_law, run_ramp, wait_for_records
-from tests.support.tiny_server import Reply, TinyServer, chunk
+from tests.support.tiny_server import CLIENT_PORT, Reply, TinyServer, chunk
 
 pytestmark = pytest.mark.slow
 
 HANG_EVERY = 3
+# Three of a worker's progress reports (``REPORT_S`` in ramplab/plugin/worker.py, which imports
+# Locust and so cannot be imported here before gevent patches).
+THREE_REPORTS_S = 1.5
 DONE = b"data: [DONE]\n\n"
 USAGE = b'data: {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}}\n\n'
 
@@ -41,6 +46,7 @@ class HangingTarget:
         self.count = itertools.count(1)
         self.posts = 0
         self.hang_all = threading.Event()
+        self.hung_since: dict[int, float] = {}  # client port -> when its first hang began
         self._lock = threading.Lock()
 
     def __call__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
@@ -50,8 +56,15 @@ class HangingTarget:
             self.posts += 1
             n = next(self.count)
         if n % HANG_EVERY == 0 or self.hang_all.is_set():
+            with self._lock:
+                self.hung_since.setdefault(CLIENT_PORT.get(), time.monotonic())
             return Reply(body=[chunk("a"), ("sleep", self.hang_s)])
         return Reply(body=[chunk("a"), ("sleep", 0.05), chunk("b"), USAGE, DONE])
+
+    def ports_hung_since(self, before: float) -> set[int]:
+        """The client ports with a request that began hanging at ``before`` or earlier."""
+        with self._lock:
+            return {port for port, since in self.hung_since.items() if since <= before}
 
 
 ARGS = ["--model", "m", "--ramplab-drain", "1"]
@@ -113,13 +126,27 @@ def test_a_sigkilled_workers_requests_in_flight_get_records_from_the_master(
     handler = HangingTarget()
     killed_pid: list[int] = []
 
+    def hanging_worker(procs: list[Process]) -> Process | None:
+        """A worker with a request that has hung for three of its progress reports: its last
+        report to the master lists that request in flight (a fixed sleep left that to chance:
+        a worker may send nothing in a second, and a starved one reports late)."""
+        hung = handler.ports_hung_since(time.monotonic() - THREE_REPORTS_S)
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                ports = {c.laddr.port for c in psutil.Process(proc.pid).net_connections("tcp")}
+                if ports & hung:
+                    return proc
+        return None
+
     def kill_one(procs: list[Process], out: Path) -> None:
         wait_for_records(out, lambda records: len({r["worker"] for r in records}) == 2)
         handler.hang_all.set()
-        time.sleep(1.5)  # each worker has about three hung requests in flight by now
-        procs[0].signal(signal.SIGKILL)
-        procs[0].wait(10)
-        killed_pid.append(procs[0].pid)
+        poll_until(lambda: hanging_worker(procs) is not None, 20, "a worker's request hung")
+        victim = hanging_worker(procs)
+        assert victim is not None
+        victim.signal(signal.SIGKILL)
+        victim.wait(10)
+        killed_pid.append(victim.pid)
 
     with TinyServer(handler) as server:
         run = run_ramp(
@@ -223,3 +250,39 @@ def test_interrupted_run_records_what_was_in_flight(tmp_path: Path, workers: int
     text = write_report(run.out, parsed).markdown.read_text()
     assert "## Every request accounted for" in text
     assert "- **incomplete: the run was stopped at" in text
+
+
+def test_workers_frozen_at_the_stop_still_send_what_they_had_in_flight(tmp_path: Path) -> None:
+    """The master is interrupted while both workers are frozen (SIGSTOP, as a starved machine
+    would hold them) with requests hanging; they thaw two seconds later. Locust's master alone
+    gives its workers half a second before it stops listening: the master asks each for its
+    last report and waits for it (``final_reports.py``), so every request has its record."""
+    handler = HangingTarget()
+    workers: list[Process] = []
+
+    def interrupt_frozen(master: Process, out: Path) -> None:
+        wait_for_records(out, lambda records: len({r["worker"] for r in records}) == 2)
+        handler.hang_all.set()
+        time.sleep(1.0)
+        for worker in workers:
+            worker.signal(signal.SIGSTOP)
+        master.signal(signal.SIGINT)
+        time.sleep(2.0)
+        for worker in workers:
+            worker.signal(signal.SIGCONT)
+
+    with TinyServer(handler) as server:
+        run = run_ramp(
+            tmp_path,
+            server.url,
+            ["--ramplab-shape", "4@30s", *ARGS],
+            workers=2,
+            during=lambda procs, out: workers.extend(procs),
+            with_master=interrupt_frozen,
+        )
+    # (Not ``_law``: a request cut the moment its worker thaws has read nothing yet, though its
+    # first token waits in the socket.)
+    summary = check_law(run, incomplete=("stopped at",))
+    assert summary["unfinished"] >= 2
+    assert len(run.records) >= handler.posts
+    assert "sent no last report" not in run.logs["master"]
