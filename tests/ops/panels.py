@@ -55,11 +55,12 @@ def empty_panels(
             if wanted is not None and not wanted(target["expr"]):
                 continue
             expr = fill(target["expr"], run, scenario, instance, range_s)
+            params: dict[str, str | float] = {"query": expr}
             if target["instant"]:
-                url, params = "/api/v1/query", {"query": expr, "time": end}
+                url, params["time"] = "/api/v1/query", end
             else:
                 url = "/api/v1/query_range"
-                params = {"query": expr, "start": start, "end": end, "step": 1}
+                params.update(start=start, end=end, step=1)
             body = httpx.get(prom_url + url, params=params, timeout=10).json()
             checked += 1
             if not numbers(body):
