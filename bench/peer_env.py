@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -110,7 +111,13 @@ def ensure(peer: Peer, log: Path | None = None) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if installed(peer):
             return script
-        _install(peer, venv, log)
+        try:
+            _install(peer, venv, log)
+        except BaseException:
+            # Half a venv is no cache: the next attempt starts from nothing, and a failed one
+            # leaves no gigabytes behind.
+            shutil.rmtree(venv, ignore_errors=True)
+            raise
     done.touch()
     return script
 

@@ -2,7 +2,8 @@
 
 ``serve`` leaves vLLM running in the background (its own session) and writes where it runs into
 the cache (``serve.json``); ``stop`` ends it, its whole process group. ``serve --foreground``
-serves until Ctrl-C instead. Every failure prints one ``engine: …`` message and exits 1.
+serves until Ctrl-C instead. Every failure prints one ``engine: …`` message: a refusal before
+anything ran (``EngineRefused``: CPU, memory, disk, port, no wheel) exits 2, any other failure 1.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 from bench.engine import install, model, server
-from bench.engine.errors import EngineError
+from bench.engine.errors import EngineError, EngineRefused
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run(arguments)
     except EngineError as failed:
         print(f"engine: {failed}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(failed, EngineRefused) else 1
 
 
 def _run(arguments: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ different one.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -30,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.engine.errors import EngineRefused
+
 VOCAB = 16_384
 HIDDEN = 256
 LAYERS = 8
@@ -39,6 +42,7 @@ HEAD_DIM = HIDDEN // HEADS
 INTERMEDIATE = 768
 MAX_CONTEXT = 2_048
 INIT_STD = 0.02
+DISK_NEEDED = 32 << 20  # 29 MB of bfloat16 weights, the tokenizer and the config
 FORMAT = "bf16-safetensors"  # in the cache key: a cached model of another format is not reused
 
 END = "<|end|>"
@@ -95,6 +99,13 @@ def ensure(seed: int = 0, root: Path | None = None) -> Model:
         except OSError:
             if not (directory / "model.safetensors").exists():
                 raise
+    except OSError as failed:
+        if failed.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise EngineRefused(
+            f"not enough disk for the model: {directory.parent} is full ({failed.strerror}), "
+            f"it needs about {DISK_NEEDED >> 20} MiB (set RAMPLAB_ENGINE_CACHE to a larger disk)"
+        ) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return Model(directory, NAME, seed, time.monotonic() - started)
@@ -132,7 +143,9 @@ def _write_tokenizer(directory: Path) -> None:
         show_progress=False,
     )
     tokenizer.train_from_iterator(corpus(), trainer)
-    tokenizer.save(str(directory / "tokenizer.json"))
+    # Written by Python, not by tokenizers' save: its errors are a bare Exception, a full disk
+    # included; the same bytes either way.
+    (directory / "tokenizer.json").write_text(tokenizer.to_str(pretty=True), encoding="utf-8")
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "eos_token": END,

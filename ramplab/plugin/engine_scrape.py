@@ -5,7 +5,9 @@ the run, and a last one when the summary is made (after the drain), each appende
 ``engine_metrics.jsonl`` as it is taken. ``auto`` looks at ``ORIGIN/metrics`` of ``--host``
 and keeps scraping only when the first answer holds a known engine's names; an explicit URL that
 answers with none is said once in the log. A failed scrape mid-run is skipped (the figures
-around it still bracket the windows), never fatal: the load matters more than its telemetry.
+around it still bracket the windows), never fatal: the load matters more than its telemetry. A
+full disk is said once and ends the scraping, the run goes on; the file keeps whole lines only
+(``write_sample``), so a killed master's or a full disk's file reads back as it was written.
 """
 
 from __future__ import annotations

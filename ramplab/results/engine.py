@@ -26,8 +26,10 @@ one JSON line of ``engine_metrics.jsonl`` in the run directory, written as it is
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -327,5 +329,17 @@ def run_totals(samples: Sequence[EngineSample]) -> dict[str, Any] | None:
 
 
 def write_sample(path: Path, sample: EngineSample) -> None:
-    with path.open("a", encoding="utf-8") as out:
-        out.write(json.dumps(sample.to_json(), separators=(",", ":")) + "\n")
+    """Append one line, whole or not at all: a full disk takes back the part that fitted, so the
+    file holds whole lines only (a line is one ``write``: a killed master tears none either)."""
+    line = (json.dumps(sample.to_json(), separators=(",", ":")) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            if os.write(fd, line) != len(line):  # the disk took only part of it
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        except OSError:
+            os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)

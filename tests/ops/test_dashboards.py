@@ -1,5 +1,6 @@
 """The Grafana dashboards and provisioning, checked without a Grafana: one source of truth,
-stable uids, the provisioned datasource, and only metrics that exist."""
+stable uids, the provisioned datasource, and only metrics that exist — ours, and for the engine
+dashboard vLLM's, as a real vLLM exposed them (``data/vllm_metrics.txt``, data/README.md)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from typing import Any
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
 from ramplab.metrics.dashboards import DATASOURCE_UID, all_dashboards, render
 from ramplab.metrics.dashboards.__main__ import file_name, main, text
+from ramplab.metrics.dashboards.engine import UID as ENGINE_UID
 from ramplab.metrics.exporter import LoadMetrics, MasterGauges
+from ramplab.results.engine import ENGINES
 from target_service.metrics import TargetMetrics
 from tests.support.processes import REPO
 
@@ -26,7 +30,9 @@ UIDS = {
     "ramplab-decomposition": "Latency decomposition",
     "ramplab-target": "Target internals",
     "ramplab-retries": "Retries and recovery",
+    "ramplab-engine": "Inference engine",
 }
+VLLM_METRICS = Path(__file__).parent / "data" / "vllm_metrics.txt"
 SELECTED = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{|label_values\(([a-zA-Z_:][a-zA-Z0-9_:]*)")
 
 
@@ -57,6 +63,12 @@ def existing_series() -> set[str]:
     return names
 
 
+def vllm_series() -> set[str]:
+    """Every sample name of the recorded vLLM exposition (``_bucket``, ``_total``, … included)."""
+    text = VLLM_METRICS.read_text()
+    return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+
+
 def queries(dashboard: dict[str, Any]) -> list[str]:
     return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
 
@@ -79,7 +91,7 @@ def test_check_mode_notices_a_stale_file(tmp_path: Any, capsys: pytest.CaptureFi
     assert "decay.json" in capsys.readouterr().err
 
 
-def test_six_dashboards_with_stable_uids_and_the_three_variables() -> None:
+def test_seven_dashboards_with_stable_uids_and_the_three_variables() -> None:
     dashboards = committed()
     assert {uid: d["title"].removeprefix("ramplab / ") for uid, d in dashboards.items()} == UIDS
     for dashboard in dashboards.values():
@@ -139,8 +151,9 @@ def test_the_datasource_points_at_the_compose_prometheus() -> None:
 
 
 def test_queries_name_only_series_that_exist() -> None:
-    known = existing_series()
+    ours = existing_series()
     for dashboard in committed().values():
+        known = ours | vllm_series() if dashboard["uid"] == ENGINE_UID else ours
         for expr in queries(dashboard) + [v["definition"] for v in dashboard["templating"]["list"]]:
             used = {a or b for a, b in SELECTED.findall(expr)} or {expr}
             assert used <= known, f"{dashboard['uid']}: unknown series in {expr}"
@@ -153,3 +166,32 @@ def test_every_load_generator_query_filters_on_the_variables() -> None:
             if "ramplab_" in expr:
                 assert '$run"' in expr, expr
                 assert '$scenario"' in expr, expr
+
+
+def test_the_recorded_vllm_exposition_is_vllms() -> None:
+    """The fixture is what it claims: vLLM's names, the ones ramplab's own scrape reads."""
+    names = vllm_series()
+    wanted = {name for names_ in ENGINES["vllm"].values() for name in names_[:1]}
+    histograms = {f"{name}_bucket" for name in wanted if name.endswith("_seconds")}
+    counters_and_gauges = {name for name in wanted if not name.endswith("_seconds")}
+    assert histograms | counters_and_gauges <= names
+
+
+def test_the_engine_dashboard_reads_vllm_by_the_names_ramplab_knows() -> None:
+    """Its vLLM series are the ones ``results/engine.py`` reads (one list of names to keep up),
+    and every panel but the vLLM-only ones falls back to the reference target's."""
+    (dashboard,) = [d for d in all_dashboards() if d.uid == ENGINE_UID]
+    known = {name for names in ENGINES["vllm"].values() for name in names}
+    used = set()
+    for panel in dashboard.panels:
+        for query in panel.queries:
+            used |= {a for a, _ in SELECTED.findall(query.expr) if a.startswith("vllm:")}
+    bases = {re.sub(r"_(bucket|sum|count)$", "", name) for name in used}
+    assert bases <= known, bases - known
+    assert len(bases) == 14  # every figure of vLLM's in ENGINES
+    vllm_only = {"KV-cache usage", "End to end: server and client", "Decode time"}
+    for panel in dashboard.panels:
+        server = [q.expr for q in panel.queries if "vllm:" in q.expr]
+        assert server, panel.title
+        if panel.title not in vllm_only:
+            assert all(" or " in expr and "target_" in expr for expr in server), panel.title

@@ -16,6 +16,7 @@ from tests.ops.exporter_worker import records
 from tests.ops.prom import PROMETHEUS, PROMTOOL, PrometheusProcess
 from tests.support.processes import REPO
 from tests.support.scrape import wait_for
+from tests.support.tiny_server import Reply, TinyServer
 
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool missing (make system-deps)")
 needs_prometheus = pytest.mark.skipif(
@@ -130,3 +131,50 @@ def test_real_prometheus_scrapes_an_exporter_with_the_generated_config(tmp_path:
         names = {rule["name"] for group in rules["data"]["groups"] for rule in group["rules"]}
         assert "run_scenario:ramplab_ttft_seconds:p99_1m" in names
         assert "RamplabArrivalsDropped" in names
+
+
+def test_compose_config_scrapes_the_engines_named_in_engines_dir() -> None:
+    config = yaml.safe_load((PROM_DIR / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert jobs["engine"]["file_sd_configs"] == [
+        {"files": ["engines/*.yml"], "refresh_interval": "5s"}
+    ]
+    assert (PROM_DIR / "engines" / "README.md").is_file()
+
+
+@needs_prometheus
+@pytest.mark.timeout(90)
+def test_a_file_in_engines_points_the_compose_prometheus_at_an_engine(tmp_path: Path) -> None:
+    """The compose config as shipped, run for real: with no file the engine job has no target and
+    every other job is as before; a file naming an endpoint with vLLM's exposition (the recorded
+    one) is picked up without a restart and scraped as job ``engine``."""
+    vllm_text = (Path(__file__).parent / "data" / "vllm_metrics.txt").read_bytes()
+
+    def handler(method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+        return Reply(200, {"Content-Type": "text/plain; version=0.0.4"}, [vllm_text])
+
+    config = tmp_path / "prometheus.yml"
+    config.write_text((PROM_DIR / "prometheus.yml").read_text())
+    (tmp_path / "engines").mkdir()
+    with TinyServer(handler) as engine, PrometheusProcess(config, tmp_path / "prom.log") as prom:
+
+        def jobs() -> dict[str, int]:
+            body = httpx.get(prom.url + "/api/v1/targets", timeout=10).json()
+            found: dict[str, int] = {}
+            for target in body["data"]["activeTargets"]:
+                job = target["labels"]["job"]
+                found[job] = found.get(job, 0) + 1
+            return found
+
+        wait_for(lambda: {"target", "master", "prometheus"} <= set(jobs()), timeout_s=30)
+        assert "engine" not in jobs()
+        (tmp_path / "engines" / "vllm.yml").write_text(
+            f'- targets: ["127.0.0.1:{engine.port}"]\n  labels: {{server: vllm}}\n'
+        )
+
+        def scraped() -> bool:
+            body = prom.query('vllm:generation_tokens_total{job="engine", server="vllm"}').json()
+            return bool(body["data"]["result"])
+
+        wait_for(scraped, timeout_s=40, what="Prometheus to find and scrape the engine")
+        assert jobs()["engine"] == 1

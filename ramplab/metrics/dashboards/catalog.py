@@ -1,4 +1,4 @@
-"""The six shipped dashboards; each answers one question about a campaign.
+"""The shipped dashboards; each answers one question about a campaign.
 
 Every query names a metric that exists: the load generator's (``ramplab/metrics/exporter.py``), the
 target's (``target_service/metrics.py``) or a recording rule (``prometheus/rules/recording.yml``).
@@ -7,18 +7,12 @@ The end-to-end test evaluates every one against a real Prometheus after a real r
 
 from __future__ import annotations
 
-from ramplab.metrics.dashboards.model import Dashboard, Panel, Query, Variable
+from ramplab.metrics.dashboards.engine import inference_engine
+from ramplab.metrics.dashboards.model import Dashboard, Panel, Query
+from ramplab.metrics.dashboards.variables import LG, RS, VARIABLES
 
-LG = 'run=~"$run", scenario=~"$scenario", instance=~"$instance"'  # one worker or all of them
-RS = 'run=~"$run", scenario=~"$scenario"'  # the master's gauges: one series per run
 TARGET = 'job="target"'
 QUANTILES = (0.5, 0.9, 0.99)
-
-VARIABLES = (
-    Variable("run", "run", "ramplab_requests_total"),
-    Variable("scenario", "scenario", 'ramplab_requests_total{run=~"$run"}'),
-    Variable("instance", "instance", f"ramplab_requests_total{{{RS}}}", include_all=True),
-)
 
 
 def _rate(rule: str, extra: str = "", by: str = "") -> str:
@@ -588,4 +582,5 @@ def all_dashboards() -> tuple[Dashboard, ...]:
         latency_decomposition(),
         target_internals(),
         retries_and_recovery(),
+        inference_engine(),
     )
