@@ -29,9 +29,9 @@ over exactly that run's requests. Each tool's own means are held against them:
 
 Client − server is the tool's overhead and error plus the trip from vLLM's engine to the
 client; the spread of that difference across repeats of one tool is the run-to-run noise, and
-the difference between the two tools is judged against it (``bench/engine_compare.py``). ramplab's token sums
-and request count must equal the server's counter increases exactly (checked; a miss fails the
-benchmark); ``vllm bench serve``'s are reported.
+the difference between the two tools is judged against it (``bench/engine_compare.py``).
+ramplab's token sums and request count must equal the server's counter increases exactly
+(checked; a miss fails the benchmark); ``vllm bench serve``'s are reported.
 
 The measured part holds ``LOCK`` (``flock``) throughout: other engineers run vLLM on these two
 cores too, and their measured runs and ours must not overlap.
@@ -138,8 +138,9 @@ def _run_ramplab(
     command += ["--no-preflight", "--results-dir", str(workdir), "--run-name", name]
     with (workdir / f"{name}.log").open("wb") as log:
         done = subprocess.run(
-            command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, timeout=REQUESTS / rate + 300
-        )
+            command, check=False, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+            timeout=REQUESTS / rate + 300,
+        )  # fmt: skip
     # 4: the run finished but ramplab judged itself the bottleneck or lost a worker; its records
     # stand, and the table says so. Anything else is no run to compare.
     if done.returncode not in (0, 4):
