@@ -124,13 +124,13 @@ def _settled(url: str, before: EngineSample, requests: float) -> EngineSample:
 
 
 def _run_ramplab(
-    engine: server.Engine, rate: float, seed: int, workdir: Path
-) -> tuple[Client, list[str]]:
+    engine: server.Engine, rate: float, seed: int, requests: int, workdir: Path
+) -> Client:
     name = f"ramplab-{rate:g}-{seed}"
     campaign = workdir / f"{name}.yaml"
     campaign.write_text(
         CAMPAIGN.format(
-            rate=rate, hold=REQUESTS / rate, seed=seed, model=engine.model.name,
+            rate=rate, hold=requests / rate, seed=seed, model=engine.model.name,
             tokenizer=engine.model.path, prompt_tokens=PROMPT_TOKENS, output_tokens=OUTPUT_TOKENS,
         )
     )  # fmt: skip
@@ -139,7 +139,7 @@ def _run_ramplab(
     with (workdir / f"{name}.log").open("wb") as log:
         done = subprocess.run(
             command, check=False, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-            timeout=REQUESTS / rate + 300,
+            timeout=requests / rate + 300,
         )  # fmt: skip
     # 4: the run finished but ramplab judged itself the bottleneck or lost a worker; its records
     # stand, and the table says so. Anything else is no run to compare.
@@ -149,12 +149,12 @@ def _run_ramplab(
     rows = [
         row for batch in RecordFiles.in_dir(workdir / name).batches() for row in dicts_of(batch)
     ]
-    return ramplab_client(rows, done.returncode), command
+    return ramplab_client(rows, done.returncode)
 
 
 def _run_vllm_bench(
     engine: server.Engine, rate: float, seed: int, requests: int, workdir: Path
-) -> tuple[Client, list[str]]:
+) -> Client:
     python = install.ensure(workdir / "install.log")
     name = f"vllm-bench-{rate:g}-{seed}"
     arguments = ["--base-url", engine.url, "--model", engine.model.name]
@@ -174,21 +174,23 @@ def _run_vllm_bench(
             stdout=log, stderr=subprocess.STDOUT, check=True, timeout=requests / rate + 300,
         )  # fmt: skip
     result = json.loads((workdir / f"{name}.json").read_text())
-    return vllm_bench_client(result), ["vllm bench serve", *arguments]
+    return vllm_bench_client(result)
 
 
 def measure(
-    engine: server.Engine, tool: str, rate: float, repeat: int, workdir: Path, requests: int = 0
+    engine: server.Engine, tool: str, rate: float, repeat: int, workdir: Path, requests: int
 ) -> Run:
-    """One run of ``tool`` at ``rate``, with vLLM's figures over exactly its requests."""
+    """One run of ``tool`` at ``rate``, with vLLM's figures over exactly its requests: ramplab
+    holds the rate ``requests`` ÷ ``rate`` seconds (its Poisson draw decides how many it sends),
+    vllm bench serve sends exactly ``requests``."""
     seed = 100 + repeat  # a new schedule and new prompts each repeat: no prefix-cache hits
     load = os.getloadavg()[0]
     before = _scrape(engine.url)
     started = time.monotonic()
     if tool == "ramplab":
-        client, _ = _run_ramplab(engine, rate, seed, workdir)
+        client = _run_ramplab(engine, rate, seed, requests, workdir)
     else:
-        client, _ = _run_vllm_bench(engine, rate, seed, requests, workdir)
+        client = _run_vllm_bench(engine, rate, seed, requests, workdir)
     seconds = time.monotonic() - started
     after = _settled(engine.url, before, client.counts["requests"])
     run = Run(
@@ -237,7 +239,7 @@ def measure_all(
     runs: list[Run] = []
     for repeat in range(1, repeats + 1):
         for rate in rates:
-            ours = measure(engine, "ramplab", rate, repeat, workdir)
+            ours = measure(engine, "ramplab", rate, repeat, workdir, REQUESTS)
             runs.append(ours)
             requests = int(ours.client.counts["requests"])
             runs.append(measure(engine, "vllm-bench", rate, repeat, workdir, requests))
