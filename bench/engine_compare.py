@@ -31,6 +31,7 @@ SERVER_HISTOGRAM = {"ttft": "ttft", "tpot": "itl", "e2e": "e2e"}
 PHASES = ("queue", "prefill", "decode")
 TOKENS = ("requests", "prompt_tokens", "generation_tokens")
 BUNCHED_MS = 1.0  # two events this close were read together: vLLM decodes a token in ~4-7 ms
+STAMP_MS = 1.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,10 @@ class Client:
     failed: int
     bunched: float  # share of gaps between consecutive token events under BUNCHED_MS
     exit_code: int = 0
+    # Streams whose TTFT or E2E stamp the tool itself says may be late by more than STAMP_MS
+    # (ramplab's stamp_error_ms: the first or last event read together with a later one); None
+    # for a tool that does not say.
+    flagged: int | None = None
 
 
 @dataclass
@@ -116,7 +121,8 @@ def ramplab_client(rows: Sequence[dict[str, Any]], exit_code: int = 0) -> Client
         for n in per_event[1:]:
             gaps.append(itl[at] * n)
             at += n
-    return Client(means, counts, len(rows) - len(good), _bunched(gaps), exit_code)
+    flagged = sum((r["stamp_error_ms"] or 0.0) > STAMP_MS for r in good)
+    return Client(means, counts, len(rows) - len(good), _bunched(gaps), exit_code, flagged)
 
 
 def vllm_bench_client(result: dict[str, Any]) -> Client:
@@ -202,8 +208,8 @@ def table(runs: Sequence[Run]) -> list[str]:
     header += " | ".join(
         f"client {LABELS[m]} | server {SERVER_LABELS[m]} | Δ {LABELS[m]}" for m in METRICS
     )
-    header += " | server queue / prefill / decode | tokens = server | bunched |"
-    lines = [header, "|---|---:|---:|---:|---:|" + "---:|" * 9 + "---|---|---:|"]
+    header += " | server queue / prefill / decode | tokens = server | bunched | flagged |"
+    lines = [header, "|---|---:|---:|---:|---:|" + "---:|" * 9 + "---|---|---:|---:|"]
     for r in runs:
         tool = r.tool if not r.client.exit_code else f"{r.tool} (exit {r.client.exit_code})"
         if r.client.failed:
@@ -215,6 +221,7 @@ def table(runs: Sequence[Run]) -> list[str]:
             cells += [_ms(r.client.means_ms[m]), _ms(server_ms), _signed(r.diff(m))]
         phases = " / ".join(_ms(r.server.means_ms.get(p, math.nan)) for p in PHASES)
         cells += [phases, "yes" if r.tokens_equal else "**no**", f"{r.client.bunched:.0%}"]
+        cells.append("–" if r.client.flagged is None else str(r.client.flagged))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

@@ -56,6 +56,7 @@ import httpx
 from bench.engine import install, model, server
 from bench.engine_compare import (
     BUNCHED_MS,
+    STAMP_MS,
     Client,
     Run,
     ramplab_client,
@@ -69,7 +70,7 @@ from ramplab.results.engine import EngineSample, parse
 
 RATES = (1.0, 2.0)
 REQUESTS = 40  # expected per run: ramplab holds each rate REQUESTS / rate seconds
-REPEATS = 3
+REPEATS = 4
 PROMPT_TOKENS = 128
 OUTPUT_TOKENS = 32
 LOCK = Path("/tmp/ramplab-engine-measure.lock")
@@ -290,7 +291,10 @@ def run() -> str:
         f"consecutive token events the client read under {BUNCHED_MS:g} ms apart (vLLM sends "
         "one every ~4-7 ms; docs/engines.md: on this loaded machine the client reads them in "
         "bursts). Bunching moves a stream's first token later and shortens its TPOT without "
-        "moving E2E, so the means are compared, and TTFT and TPOT read together. *load*: the "
+        "moving E2E, so the means are compared, and TTFT and TPOT read together. *flagged*: "
+        "the streams whose TTFT or E2E stamp ramplab itself says may be late by more than "
+        f"{STAMP_MS:g} ms (`stamp_error_ms`: the first or last event read together with a later "
+        "one); vllm bench serve has no such measure. *load*: the "
         "machine's 1-minute load average before–after each run (2 cores; other engineers' "
         f"jobs). The measured part held `{LOCK}` (waited {waited:.0f} s for it) and took "
         f"{took / 60:.1f} min; load {load_before:.1f} at its start, {load_after:.1f} at its end."

@@ -54,12 +54,14 @@ def test_a_scrape_against_itself_moves_nothing() -> None:
     assert server.means_ms == {}  # no observation, no mean (never a division by zero)
 
 
-def _record(ttft: float, ttlt: float, itl: list[float], per_event: list[int]) -> dict[str, Any]:
+def _record(
+    ttft: float, ttlt: float, itl: list[float], per_event: list[int], stamp_error: float = 0.05
+) -> dict[str, Any]:
     tokens = sum(per_event)
     return {
         "ok": True, "ttft_send_ms": ttft, "ttlt_send_ms": ttlt,
         "tpot_ms": (ttlt - ttft) / (tokens - 1), "prompt_tokens": 21, "output_tokens": tokens,
-        "itl_ms": itl, "tokens_per_event": per_event,
+        "itl_ms": itl, "tokens_per_event": per_event, "stamp_error_ms": stamp_error,
     }  # fmt: skip
 
 
@@ -67,9 +69,9 @@ def test_ramplabs_figures_are_the_means_of_its_successful_records() -> None:
     rows = [
         _record(20.0, 50.0, [10.0, 10.0, 10.0], [1, 1, 1, 1]),
         # Two tokens in one event: one gap of 0.4 ms, written as 0.2 twice.
-        _record(40.0, 60.0, [19.6, 0.2, 0.2], [1, 1, 2]),
+        _record(40.0, 60.0, [19.6, 0.2, 0.2], [1, 1, 2], stamp_error=19.6),
         {"ok": False, "ttft_send_ms": None, "ttlt_send_ms": None, "prompt_tokens": 0,
-         "output_tokens": 0, "itl_ms": [], "tokens_per_event": []},
+         "output_tokens": 0, "itl_ms": [], "tokens_per_event": [], "stamp_error_ms": None},
     ]  # fmt: skip
     client = ramplab_client(rows, exit_code=4)
     assert client.means_ms == pytest.approx({"ttft": 30.0, "tpot": 25 / 3, "e2e": 55.0})
@@ -77,6 +79,7 @@ def test_ramplabs_figures_are_the_means_of_its_successful_records() -> None:
     assert client.failed == 1
     assert client.exit_code == 4
     assert client.bunched == pytest.approx(1 / 5)  # of the gaps 10, 10, 10, 19.6, 0.4
+    assert client.flagged == 1  # its own stamp_error_ms says the second stream's may be late
 
 
 def test_vllm_bench_serves_figures_are_its_own_means_and_totals() -> None:
@@ -89,6 +92,7 @@ def test_vllm_bench_serves_figures_are_its_own_means_and_totals() -> None:
     assert client.means_ms == {"ttft": 60.0, "tpot": 19.0, "e2e": 355.0}
     assert client.counts == {"requests": 3.0, "prompt_tokens": 63.0, "generation_tokens": 48.0}
     assert client.bunched == pytest.approx(1 / 3)
+    assert client.flagged is None  # it has no measure of its own stamps' error
 
 
 def test_client_minus_server_and_the_token_check() -> None:
