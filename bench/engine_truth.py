@@ -198,6 +198,8 @@ def measure(
         tool, rate, repeat, client, server_figures(before, after), (load, os.getloadavg()[0]),
         seconds,
     )  # fmt: skip
+    record = {"before": before.to_json(), "after": after.to_json(), "load": run.load}
+    (workdir / f"{tool}-{rate:g}-{seed}.scrapes.json").write_text(json.dumps(record))
     if tool == "ramplab" and not run.tokens_equal:
         raise AssertionError(
             f"ramplab's counts {client.counts} differ from vLLM's counters {run.server.counts}"
