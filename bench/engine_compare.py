@@ -32,6 +32,10 @@ PHASES = ("queue", "prefill", "decode")
 TOKENS = ("requests", "prompt_tokens", "generation_tokens")
 BUNCHED_MS = 1.0  # two events this close were read together: vLLM decodes a token in ~4-7 ms
 STAMP_MS = 1.0
+# A run whose server-side mean prefill is this many times the median run's was a stalled engine
+# (seen: vLLM making no token for ~10 s while another job held the machine, prefill means of
+# 250-610 ms against ~11 ms): it measures the machine, not the tools, and stays out of the summary.
+STALLED = 3.0
 
 
 @dataclass(frozen=True)
@@ -176,12 +180,27 @@ class Comparison:
         return math.sqrt(sum(s.std**2 / len(s.values) for s in self.spreads.values()))
 
     @property
-    def within_noise(self) -> bool:
-        """The tools differ by no more than twice what repeating the runs moves ``delta`` by."""
+    def within_noise(self) -> bool | None:
+        """The tools differ by no more than twice what repeating the runs moves ``delta`` by;
+        None when a tool has fewer than two runs to tell its noise from."""
+        if math.isnan(self.standard_error):
+            return None
         return abs(self.delta) <= 2 * self.standard_error
 
 
+def stalled(runs: Sequence[Run]) -> list[Run]:
+    """The runs on a stalled engine: by the server's own prefill time, not by any client's."""
+    prefills = [r.server.means_ms["prefill"] for r in runs if "prefill" in r.server.means_ms]
+    if not prefills:
+        return []
+    limit = STALLED * statistics.median(prefills)
+    return [r for r in runs if r.server.means_ms.get("prefill", 0.0) > limit]
+
+
 def compare(runs: Sequence[Run]) -> list[Comparison]:
+    """Per rate and metric, over the runs that were not ``stalled``."""
+    left_out = {id(r) for r in stalled(runs)}
+    runs = [r for r in runs if id(r) not in left_out]
     out = []
     for rate in sorted({r.rate for r in runs}):
         for metric in METRICS:
@@ -204,6 +223,7 @@ def _signed(value: float) -> str:
 
 
 def table(runs: Sequence[Run]) -> list[str]:
+    stalls = {id(r) for r in stalled(runs)}
     header = "| tool | rate /s | repeat | n | load | "
     header += " | ".join(
         f"client {LABELS[m]} | server {SERVER_LABELS[m]} | Δ {LABELS[m]}" for m in METRICS
@@ -214,6 +234,8 @@ def table(runs: Sequence[Run]) -> list[str]:
         tool = r.tool if not r.client.exit_code else f"{r.tool} (exit {r.client.exit_code})"
         if r.client.failed:
             tool += f", {r.client.failed} failed"
+        if id(r) in stalls:
+            tool += " (stalled)"
         cells = [tool, f"{r.rate:g}", str(r.repeat), f"{r.client.counts['requests']:.0f}"]
         cells.append(f"{r.load[0]:.1f}–{r.load[1]:.1f}")
         for m in METRICS:
@@ -238,13 +260,10 @@ def summary(comparisons: Sequence[Comparison]) -> list[str]:
             s = c.spreads[tool]
             cells.append(
                 f"{_signed(s.mean)} ({_ms(s.std)}, {_signed(min(s.values))}–"
-                f"{_signed(max(s.values))})"
+                f"{_signed(max(s.values))}, {len(s.values)} runs)"
             )
-        cells += [
-            _signed(c.delta),
-            _ms(2 * c.standard_error),
-            "yes" if c.within_noise else "**no**",
-        ]
+        noise = {True: "yes", False: "**no**", None: "n/a"}[c.within_noise]
+        cells += [_signed(c.delta), _ms(2 * c.standard_error), noise]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -269,14 +288,16 @@ def _tokens_line(runs: Sequence[Run]) -> str:
 
 def section(runs: Sequence[Run], context: str) -> str:
     comparisons = compare(runs)
-    beyond = [c for c in comparisons if not c.within_noise]
+    beyond = [c for c in comparisons if c.within_noise is False]
+    stalls = stalled(runs)
     if beyond:
         verdict = (
             "The tools differ beyond the run-to-run noise on "
             + ", ".join(
                 f"{LABELS[c.metric]} at {c.rate:g}/s ({_signed(c.delta)} ms)" for c in beyond
             )
-            + "; on every other metric and rate the difference is within it."
+            + "; on every other metric and rate the difference is within it (or, with fewer "
+            "than two runs of a tool, cannot be judged)."
         )
     else:
         verdict = (
@@ -292,7 +313,9 @@ def section(runs: Sequence[Run], context: str) -> str:
         "",
         "Per tool, rate and metric, Δ = client − server over the repeats; *ramplab − vllm bench* "
         "is the difference of the two tools' mean Δ, judged *within noise* when it is at most "
-        "twice its standard error (from the two tools' run-to-run std, Welch).",
+        "twice its standard error (from the two tools' run-to-run std, Welch). *stalled*: a run "
+        f"whose server-side mean prefill was over {STALLED:g} × the median run's, an engine that "
+        f"stopped ({len(stalls)} of {len(runs)} runs here); left out of this summary.",
         "",
         *summary(comparisons),
         "",

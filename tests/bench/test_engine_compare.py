@@ -107,12 +107,16 @@ def test_client_minus_server_and_the_token_check() -> None:
     assert not Run("ramplab", 1.0, 1, short, server, (1.0, 1.0)).tokens_equal
 
 
-def _runs(ttft_diffs: dict[str, list[float]]) -> list[Run]:
-    server = Server({"requests": 1.0, "prompt_tokens": 1.0, "generation_tokens": 1.0,
-                     "prefix_hits": 0.0}, {"ttft": 10.0, "itl": 5.0, "e2e": 100.0}, {})  # fmt: skip
+def _runs(ttft_diffs: dict[str, list[float]], prefills: list[float] | None = None) -> list[Run]:
     runs = []
+    prefill = iter(prefills or [])
     for tool, diffs in ttft_diffs.items():
         for repeat, diff in enumerate(diffs, 1):
+            server = Server(
+                {"requests": 1.0, "prompt_tokens": 1.0, "generation_tokens": 1.0,
+                 "prefix_hits": 0.0},
+                {"ttft": 10.0, "itl": 5.0, "e2e": 100.0, "prefill": next(prefill, 11.0)}, {},
+            )  # fmt: skip
             means = {"ttft": 10.0 + diff, "tpot": 5.0, "e2e": 100.0 + diff}
             client = Client(means, dict.fromkeys(("requests", "prompt_tokens",
                                                   "generation_tokens"), 1.0), 0, 0.1)  # fmt: skip
@@ -143,6 +147,29 @@ def test_the_section_has_a_row_per_run_and_says_where_the_tools_differ() -> None
     text = section(runs, "context")
     assert text.count("\n| ramplab | 2 |") == 3
     assert text.count("\n| vllm-bench | 2 |") == 3
-    assert "| 2 | TTFT ms | +2.0 (0.1, +1.9–+2.1) | +5.0 (0.1, +4.9–+5.1) | -3.0 |" in text
+    row = "| 2 | TTFT ms | +2.0 (0.1, +1.9–+2.1, 3 runs) | +5.0 (0.1, +4.9–+5.1, 3 runs) | -3.0 |"
+    assert row in text
     assert "differ beyond the run-to-run noise on TTFT at 2/s (-3.0 ms), E2E at 2/s" in text
     assert "ramplab: 3 of 3 runs equal to the counters" in text
+
+
+def test_a_run_on_a_stalled_engine_is_shown_but_left_out_of_the_summary() -> None:
+    # The second ramplab run met an engine whose prefill took 600 ms instead of ~11: by the
+    # server's own figure, whatever either client measured.
+    runs = _runs(
+        {"ramplab": [2.0, 400.0, 2.2, 1.8], "vllm-bench": [5.0, 5.1, 4.9]},
+        prefills=[11.0, 600.0, 12.0, 10.0, 11.0, 11.5, 10.5],
+    )
+    [ttft, _tpot, _e2e] = compare(runs)
+    assert ttft.spreads["ramplab"].values == pytest.approx((2.0, 2.2, 1.8))
+    assert ttft.within_noise is False
+    text = section(runs, "context")
+    assert text.count("| ramplab (stalled) | 2 | 2 |") == 1
+    assert "(1 of 7 runs here); left out of this summary" in text
+
+
+def test_one_run_of_a_tool_cannot_tell_noise() -> None:
+    comparison = Comparison(
+        1.0, "ttft", {"ramplab": Spread((2.0,)), "vllm-bench": Spread((5.0, 5.1, 4.9))}
+    )
+    assert comparison.within_noise is None
