@@ -30,6 +30,7 @@ BENCHMARKS = [
     "records_scale",
     "peers",
     "engine_startup",
+    "engine_truth",
     "generator_load",
     "soak",
     "fuzz",
