@@ -160,8 +160,8 @@ def _needle_grid(rows: Sequence[Row]) -> tuple[str, dict[str, Any]]:
         out = []
         for depth in depths:
             cell = cells.get((length, depth), [])
-            p50 = quantile((r.ttft_ms for r in cell), 50)
-            p90 = quantile((r.ttft_ms for r in cell), 90)
+            p50 = quantile((r.ttft_send_ms for r in cell), 50)
+            p90 = quantile((r.ttft_send_ms for r in cell), 90)
             cached = [r.cached_tokens for r in cell if r.cached_tokens is not None]
             mean_cached = sum(cached) / len(cached) if cached else None
             data[f"{length}@{depth}"] = {
@@ -184,7 +184,9 @@ def needle(runs: Runs) -> Findings:
             grid, cells = _needle_grid(variant.rows)
             lengths = sorted({r.length for r in variant.rows})
             cold = [r for r in variant.rows if not r.cached_tokens]
-            medians = [quantile((r.ttft_ms for r in cold if r.length == n), 50) for n in lengths]
+            medians = [
+                quantile((r.ttft_send_ms for r in cold if r.length == n), 50) for n in lengths
+            ]
             pairs = [(n, m) for n, m in zip(lengths, medians, strict=True) if m is not None]
             fit = fit_ttft([n for n, _ in pairs], [m for _, m in pairs])
             data["variants"][name] = {
@@ -196,12 +198,20 @@ def needle(runs: Runs) -> Findings:
                 },
             }  # fmt: skip
             text += [
-                f"### {name}: TTFT p50 / p90 ms (mean cached tokens), {len(variant.rows)} "
-                "measured requests",
+                f"### {name}: TTFT from the send p50 / p90 ms (mean cached tokens), "
+                f"{len(variant.rows)} measured requests",
                 "",
                 grid,
                 "",
             ]
+            effect = _depth_effect(cells, lengths)
+            data["variants"][name]["depth_effect"] = effect
+            text.append(
+                "The deepest needle's TTFT p50 against the shallowest's, by length: "
+                + ", ".join(f"{n:,}: {e:+.0%}" for n, e in effect.items())
+                + "."
+            )
+            text.append("")
             if fit is not None:
                 text.append(
                     "Median TTFT of the requests with nothing cached, by length: "
@@ -213,6 +223,17 @@ def needle(runs: Runs) -> Findings:
                 )
                 text.append("")
     return data, "\n".join(text) + "\n"
+
+
+def _depth_effect(cells: Mapping[str, Any], lengths: Sequence[int]) -> dict[int, float]:
+    effect = {}
+    for length in lengths:
+        depths = sorted(float(k.split("@")[1]) for k in cells if k.startswith(f"{length}@"))
+        shallow = cells[f"{length}@{depths[0]}"]["ttft_p50_ms"]
+        deep = cells[f"{length}@{depths[-1]}"]["ttft_p50_ms"]
+        if shallow and deep is not None:
+            effect[length] = deep / shallow - 1.0
+    return effect
 
 
 def _shared_prefix(run_dir: Path) -> tuple[int, int, int]:
@@ -352,6 +373,7 @@ def decay(runs: Runs) -> Findings:
 
 
 def search(runs: Runs) -> Findings:
+    """The search's own report (``search.md``: every probe, the bracket, the answer)."""
     text = ["## The search under a TTFT SLO on vLLM", ""]
     data: dict[str, Any] = {}
     for run in runs:
@@ -361,21 +383,10 @@ def search(runs: Runs) -> Findings:
             text.append("no search.json: the search did not finish")
             continue
         result = json.loads(found[0].read_text())
-        data[run["label"]] = result
-        text.append("```json")
-        text.append(json.dumps(result.get("answer", result), indent=1)[:4000])
-        text.append("```")
-        text += [
-            "",
-            "| probe QPS | passed | arrivals | attainment | reason |",
-            "|---|---|---|---|---|",
-        ]
-        for probe in result.get("probes", []):
-            text.append(
-                f"| {_fmt(probe.get('qps'), 2)} | {probe.get('passed')} | "
-                f"{probe.get('arrivals', '-')} | {_fmt(probe.get('attainment'), 3)} | "
-                f"{probe.get('reason', '')} |"
-            )
+        data[run["label"]] = {"answer": result.get("answer"), "probes": result.get("probes")}
+        report = found[0].with_name("search.md")
+        if report.exists():
+            text.append(report.read_text())
     return data, "\n".join(text) + "\n"
 
 
