@@ -1,4 +1,4 @@
-"""``python -m bench.engine install|model|serve|stop|status``: the real engine by hand.
+"""``python -m bench.engine install|model|serve|stop|status|study``: the real engine by hand.
 
 ``serve`` leaves vLLM running in the background (its own session) and writes where it runs into
 the cache (``serve.json``); ``stop`` ends it, its whole process group. ``serve --foreground``
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.engine import install, model, server
+from bench.engine import install, model, server, study
 from bench.engine.errors import EngineError, EngineRefused
 
 
@@ -39,6 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("extra", nargs="*", help="more api_server arguments, after --")
     commands.add_parser("stop", help="stop the vLLM that `serve` started")
     commands.add_parser("status", help="where the vLLM that `serve` started runs, if it does")
+    study_parser = commands.add_parser(
+        "study", help="the study's sections on vLLM (docs/study.md; its own servers)"
+    )
+    study_parser.add_argument("parts", nargs="*", help=f"of {list(study.PARTS)} (default: all)")
+    study_parser.add_argument("--out", type=Path, default=Path("results/engine-study"))
+    study_parser.add_argument(
+        "--findings-only", action="store_true", help="recompute OUT/PART/PART.md from its runs"
+    )
     arguments = parser.parse_args(argv)
     try:
         return _run(arguments)
@@ -59,6 +67,10 @@ def _run(arguments: argparse.Namespace) -> int:
         return _serve(arguments)
     elif arguments.command == "stop":
         _stop()
+    elif arguments.command == "study":
+        if arguments.findings_only:
+            return study.refind(arguments.parts, arguments.out)
+        return study.main(arguments.parts, arguments.out)
     else:
         state = _alive_state()
         print(json.dumps(state, indent=1) if state else "not serving")

@@ -20,6 +20,8 @@ def engine(
     tiny_model: model.Model, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[server.Engine]:
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    with server.serving(tiny_model, log=log) as running:
+    # cached_tokens in every usage: test_prefix_counters holds them against vLLM's counters.
+    settings = server.Settings(extra=("--enable-prompt-tokens-details",))
+    with server.serving(tiny_model, settings, log=log) as running:
         yield running
     assert not server.group_members(running.pid), "vLLM left processes behind"
