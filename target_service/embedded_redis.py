@@ -8,6 +8,7 @@ our control to stop and restart (tests take Redis away mid-run).
 from __future__ import annotations
 
 import ctypes
+import random
 import signal
 import socket
 import subprocess
@@ -18,6 +19,11 @@ from pathlib import Path
 from types import TracebackType
 
 import redis
+
+# free_port draws from [PRIVATE_LOW, the ephemeral range's start): clear of the usual services'
+# ports (8000, 9090, 6379, ...) below it.
+PRIVATE_LOW = 20000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 
 def redis_server_binary() -> str:
@@ -34,9 +40,32 @@ def _die_with_parent() -> None:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now, drawn below the kernel's ephemeral range: a port the
+    kernel hands out (bind to 0) is also what any outgoing connection may take as its local
+    port between this call and the caller's bind, which the suite's parallel runs hit (a
+    master's /metrics port taken, "Address already in use")."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(64):
+        port = rng.randrange(PRIVATE_LOW, low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux), else IANA's 49152."""
+    try:
+        low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49152
+    return low if low > PRIVATE_LOW + 1024 else 49152
 
 
 class EmbeddedRedis:

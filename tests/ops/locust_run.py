@@ -80,8 +80,11 @@ class LocustRun:
         return f"http://127.0.0.1:{self.master_metrics_port}/metrics"
 
     def master_finished(self) -> bool:
-        """The master logged its exit code: the final summary and every record are on disk."""
-        return "Shutting down (exit code" in self.log()
+        """The master logged its exit code: the final summary and every record are on disk; or
+        it is gone without (its log says why), which waiting longer would not change."""
+        master = self.processes[0] if self.processes else None
+        exited = master is not None and not master.running
+        return "Shutting down (exit code" in self.log() or exited
 
     def log(self, name: str = "master.log") -> str:
         path = self.out / name
