@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,15 @@ def _counters(url: str) -> dict[str, float]:
     }
 
 
+def _counted(records: list[dict[str, Any]]) -> dict[str, float]:
+    """What ramplab counted, under ``_counters``' names."""
+    return {
+        "prompt": sum(r["prompt_tokens"] for r in records),
+        "output": sum(r["output_tokens"] for r in records),
+        "requests": len(records),
+    }
+
+
 def test_open_loop_token_counts_equal_the_servers_counters(
     engine: server.Engine, tmp_path: Path
 ) -> None:
@@ -64,11 +74,7 @@ def test_open_loop_token_counts_equal_the_servers_counters(
     assert {r["output_tokens"] for r in records} == {16}
     assert {r["output_tokens_source"] for r in records} == {"usage"}
     moved = {name: after[name] - before[name] for name in after}
-    counted = {
-        "prompt": sum(r["prompt_tokens"] for r in records),
-        "output": sum(r["output_tokens"] for r in records),
-        "requests": len(records),
-    }
+    counted = _counted(records)
     assert moved == counted, f"the server's counters moved by {moved}, ramplab counted {counted}"
     # The run's own scrape of /metrics (engine_metrics: auto) read vLLM's names and saw the same.
     scraped = summary["engine"]
@@ -102,11 +108,7 @@ def test_each_api_against_vllms_own_implementation(
     assert all(r["ttft_ms"] is not None and r["ttft_ms"] > 0 for r in records)
     assert all(1 <= r["output_tokens"] <= 16 for r in records)
     moved = {name: after[name] - before[name] for name in after}
-    counted = {
-        "prompt": sum(r["prompt_tokens"] for r in records),
-        "output": sum(r["output_tokens"] for r in records),
-        "requests": len(records),
-    }
+    counted = _counted(records)
     assert moved == counted, f"the server's counters moved by {moved}, ramplab counted {counted}"
 
 
