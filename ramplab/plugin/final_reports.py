@@ -9,9 +9,15 @@ run: 4 of 12 dispatched requests, when the master was interrupted).
 So the master asks first. ``quit`` is wrapped (as ``ondemand.keep_users`` wraps ``stop_users``):
 it sends ``FINAL_MESSAGE`` to every worker, which stops dispatching, stops its users (each
 request in flight gets its cut record) and sends its records with a last progress report marked
-``final``; the master waits for every live worker's, at most ``FINAL_WAIT_S``, then quits as
-Locust does. A worker that does not answer in time (hung, starved) is named in the log, and what
-it had in flight shows in the summary as dispatched requests with no record.
+``final``; the master waits for every worker's, at most ``FINAL_WAIT_S``, then quits as
+Locust does.
+
+"Every worker" includes one Locust calls *missing*: a worker starved of CPU (a real engine on the
+same two cores left the workers ~1 % of a CPU) misses Locust's three heartbeats and is marked
+missing while alive, and a CI run lost all six records of such a worker. So a missing worker is
+waited for too while it was heard from within ``MISSING_GRACE_S``; one silent for longer
+(killed) is not. A worker that does not answer in time (hung, starved) is named in the log, and
+the master records what its last report had in flight (``MasterEngine.unfinished_records``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.event import Event
+from locust.runners import STATE_MISSING
 
 if TYPE_CHECKING:
     from ramplab.plugin.master import MasterEngine
@@ -33,6 +40,9 @@ FINAL_MESSAGE = "ramplab_final"
 # is starved or hung, which the run waits for no longer than this.
 FINAL_WAIT_S = 15.0
 POLL_S = 0.05
+# A missing worker heard from this recently is still waited for (Locust marks a worker missing
+# after three silent seconds; a killed one is silent for good).
+MISSING_GRACE_S = 5.0
 
 
 def quit_after_final_reports(runner: Any, master: MasterEngine) -> None:
@@ -57,20 +67,32 @@ def quit_after_final_reports(runner: Any, master: MasterEngine) -> None:
     runner.quit = quit_once_reported
 
 
+def awaited(runner: Any) -> list[str]:
+    """The workers whose last report the master waits for: the live ones, and the missing ones
+    heard from within ``MISSING_GRACE_S`` (Locust's ``heartbeat`` counts down a beat a second
+    from its liveness once a worker is silent, so ``-MISSING_GRACE_S`` is that many seconds
+    past missing)."""
+    return sorted(
+        str(node.id)
+        for node in runner.clients.values()
+        if node.state != STATE_MISSING or node.heartbeat >= -MISSING_GRACE_S
+    )
+
+
 def collect(runner: Any, master: MasterEngine) -> None:
-    """Ask every live worker for its last report and wait for them (at most FINAL_WAIT_S)."""
-    if not master.live_workers():
+    """Ask every worker for its last report and wait for them (at most FINAL_WAIT_S)."""
+    if not awaited(runner):
         return
     runner.send_message(FINAL_MESSAGE, None)
     deadline = time.monotonic() + FINAL_WAIT_S
     while True:
-        waiting = [w for w in master.live_workers() if not master.progress.get(w, {}).get("final")]
+        waiting = [w for w in awaited(runner) if not master.progress.get(w, {}).get("final")]
         if not waiting:
             return
         if time.monotonic() >= deadline:
             log.warning(
-                "workers %s sent no last report within %.0f s: the requests they had in flight "
-                "have no record",
+                "workers %s sent no last report within %.0f s: the requests in flight in their "
+                "last reports are recorded as unfinished",
                 waiting,
                 FINAL_WAIT_S,
             )

@@ -226,8 +226,14 @@ class MasterEngine:
     def unfinished_records(self, files: RecordFiles) -> list[RequestRecord]:
         """Records for the requests a worker had in flight when it stopped reporting (killed,
         or cut off from the master), from its last report's in-flight list: every one that has
-        no record of its own. A worker that ended normally reports none in flight."""
-        gone = set(self.progress) - set(self.live_workers())
+        no record of its own. A worker that ended normally reports none in flight.
+
+        Once the run is stopping, every worker's last report counts, not only a gone one's: a
+        worker starved of CPU may still be connected, and even marked live again, when the
+        master quits without its cut records (it missed the last-report wait, or its users
+        outlasted ``KILL_USERS_S``); a CI run lost six records that way."""
+        live = set(self.live_workers())
+        gone = set(self.progress) if self.stopping else set(self.progress) - live
         if not any(self.progress[worker].get("in_flight") for worker in gone):
             return []
         arrivals: set[int] = set()
@@ -261,12 +267,7 @@ class MasterEngine:
                         arrival=arrival,
                         total_ms=max(0.0, reported_at - intended) * 1000.0,
                         lateness_ms=max(0.0, float(flight["taken_at"]) - intended) * 1000.0,
-                        error_detail=(
-                            f"its worker {worker} stopped reporting (killed, or cut off from "
-                            "the master) with this request still in flight; total_ms is how "
-                            "long it had run by the worker's last report, and what it had "
-                            "received was lost with the worker"
-                        ),
+                        error_detail=_lost_detail(worker, worker in live),
                     )
                 )
         return cut
@@ -330,3 +331,16 @@ class MasterEngine:
             }
             for worker, report in self.progress.items()
         }
+
+
+def _lost_detail(worker: str, connected: bool) -> str:
+    """Why the master, not the worker, wrote a request's record."""
+    why = (
+        "sent no record of it before the run ended (starved of CPU, or hung)"
+        if connected
+        else "stopped reporting (killed, or cut off from the master)"
+    )
+    return (
+        f"its worker {worker} {why} with this request still in flight; total_ms is how long it "
+        "had run by the worker's last report, and what it had received was lost with the worker"
+    )

@@ -135,6 +135,14 @@ def _posts(engine: server.Engine) -> int:
     return engine.log.read_text(errors="replace").count('"POST /v1/chat/completions HTTP/1.1"')
 
 
+def _log_tails(run: Path, chars: int = 2500) -> str:
+    """The run's master and worker logs, ends only: what a failure here needs to be read."""
+    return "\n".join(
+        f"--- {log.name}\n{log.read_text(errors='replace')[-chars:]}"
+        for log in sorted((run / "logs").glob("*.log"))
+    )
+
+
 def test_closed_loop_down_step_and_end_lose_no_request(
     engine: server.Engine, tmp_path: Path
 ) -> None:
@@ -166,8 +174,9 @@ def test_closed_loop_down_step_and_end_lose_no_request(
     after = _completed(engine.url), _posts(engine)
     records = run_records(tmp_path / "closed")
     summary = json.loads((tmp_path / "closed" / "summary.json").read_text())
-    assert [step["unaccounted"] for step in summary["steps"]] == [0, 0]  # (no schedule: no lost)
-    assert summary["incomplete"] == []
+    logs = _log_tails(tmp_path / "closed")
+    assert [step["unaccounted"] for step in summary["steps"]] == [0, 0], logs  # (none scheduled)
+    assert summary["incomplete"] == [], logs
     completed = [r for r in records if r["ok"]]
     cut = [r for r in records if r["error_kind"] == "unfinished"]
     assert len(completed) + len(cut) == len(records), [r["error_detail"] for r in records]
