@@ -9,9 +9,12 @@ and by the run itself (its scrape of ``/metrics`` into ``summary.json``'s ``engi
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from bench.engine import server
@@ -115,12 +118,37 @@ def test_each_api_against_vllms_own_implementation(
 CLOSED_CAMPAIGN = """\
 name: engine-closed-loop
 mode: closed
-shape: {kind: stepped, rates: [6, 2], hold: 5s, warmup: 0s}
+shape: "custom:6@DOWN/0s,2@END/0s"
 seed: 5
 drain_s: 0
 workload: {model: MODEL, max_tokens: 1200, ignore_eos: true, prompt_tokens: 200}
 stack: {workers: 1}
 """
+CLOSED_USERS = 6
+
+
+def _batch_seconds(engine: server.Engine, users: int, max_tokens: int) -> float:
+    """How long ``users`` requests at once, each ``max_tokens`` long, take on this vLLM now.
+
+    The closed-loop test's premise is that the first stage's requests end after the down-step
+    and before the end; their length is the machine's (6 s here, more than 10 s in a CI run),
+    so the stages are cut from this measure, not from a constant."""
+    body = {
+        "model": engine.model.name,
+        "messages": [{"role": "user", "content": "word " * 200}],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+    }
+
+    def one() -> None:
+        response = httpx.post(f"{engine.url}/v1/chat/completions", json=body, timeout=300)
+        response.raise_for_status()
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(users) as pool:
+        for future in [pool.submit(one) for _ in range(users)]:
+            future.result()
+    return time.monotonic() - started
 
 
 def _completed(url: str) -> float:
@@ -150,8 +178,15 @@ def test_closed_loop_down_step_and_end_lose_no_request(
     four users the down-step stops finish what they sent (ramplab once discarded those, and
     everything in flight at a closed loop's end: 0 records of a 16-user step). Every request
     vLLM answered has its record, and those it ran to the end are the records that completed."""
+    # The down-step at half a batch's time, the end at one and a half: the first stage's
+    # requests end between the two even when the machine runs 50 % slower or faster.
+    batch_s = _batch_seconds(engine, CLOSED_USERS, 1200)
     campaign = tmp_path / "campaign.yaml"
-    campaign.write_text(CLOSED_CAMPAIGN.replace("MODEL", engine.model.name))
+    campaign.write_text(
+        CLOSED_CAMPAIGN.replace("MODEL", engine.model.name)
+        .replace("DOWN", f"{batch_s / 2:.1f}s")
+        .replace("END", f"{batch_s:.1f}s")
+    )
     before = _completed(engine.url), _posts(engine)
     done = ramplab(
         ["run", str(campaign), "--target", engine.url, "--no-preflight",

@@ -83,7 +83,7 @@ class LocustRun:
         """The master logged its exit code: the final summary and every record are on disk; or
         it is gone without (its log says why), which waiting longer would not change."""
         master = self.processes[0] if self.processes else None
-        exited = master is not None and not master.running
+        exited = master is not None and not master.running()
         return "Shutting down (exit code" in self.log() or exited
 
     def log(self, name: str = "master.log") -> str:
