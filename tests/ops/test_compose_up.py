@@ -57,7 +57,7 @@ def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> 
 @pytest.fixture(scope="module")
 def image() -> str:
     if os.geteuid() != 0:
-        pytest.skip("needs root: starts dockerd and builds images (make test runs it as root)")
+        pytest.skip("needs root: starts dockerd and builds images (make e2e runs it as root)")
     missing = [
         t for t in ("docker", "dockerd", "docker-compose", "mmdebstrap") if not shutil.which(t)
     ]

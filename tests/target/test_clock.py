@@ -13,7 +13,7 @@ import uvloop
 
 from target_service.clock import Clock, LoopClock, PreciseClock, default_clock
 
-# Asserts on measured time: `make test` runs it alone, after the parallel phase.
+# Asserts on measured time: `make e2e` runs it alone, after its parallel phase.
 pytestmark = pytest.mark.timing
 
 T = TypeVar("T")

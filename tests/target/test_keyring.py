@@ -24,7 +24,7 @@ from target_service.keyring import RingKey
 from tests.support.processes import TargetProcess
 from tests.target.stress_helpers import metric, target_env, wait_until
 
-# Asserts on measured time: `make test` runs it alone, after the parallel phase.
+# Asserts on measured time: `make e2e` runs it alone, after its parallel phase.
 pytestmark = pytest.mark.timing
 
 PERIOD = 2

@@ -14,7 +14,7 @@ import pytest
 
 from tests.target.conftest import StartTarget
 
-# Asserts on measured time: `make test` runs it alone, after the parallel phase.
+# Asserts on measured time: `make e2e` runs it alone, after its parallel phase.
 pytestmark = pytest.mark.timing
 
 MODEL = "ramplab-sim-1"

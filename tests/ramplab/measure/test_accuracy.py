@@ -22,7 +22,7 @@ from ramplab.measure.client import ClientOptions, make_client
 from ramplab.measure.record import RequestRecord
 from tests.support.processes import TargetProcess
 
-# Asserts on measured time: `make test` runs it alone, after the parallel phase.
+# Asserts on measured time: `make e2e` runs it alone, after its parallel phase.
 pytestmark = pytest.mark.timing
 
 PREFILL_MS = 40.0
