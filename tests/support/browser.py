@@ -18,7 +18,7 @@ from typing import Any
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 NO_CHROMIUM = (
-    "chromium is not installed (make test and make e2e install it as root: SYSTEM_TOOLS in the Makefile)"
+    "chromium is not installed (make test installs it as root: SYSTEM_TOOLS in the Makefile)"
 )
 
 # Before any other script: record uncaught errors and console.error calls.
