@@ -187,3 +187,27 @@ def test_prompts_file_is_sent_line_by_line(target: TargetProcess, tmp_path: Path
     # The source starts at a seeded offset and then cycles through the two lines.
     assert sorted(counts[:2]) == lengths
     assert counts[2:] == counts[:2]
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "counted"), [(16, [2, 3, 2]), (4, [1, 2, 1]), (2, [2, 3, 2])]
+)
+def test_a_tokenizer_count_never_exceeds_the_requests_limit(
+    plain: tuple[PlainServer, TinyServer], max_tokens: int, counted: list[int]
+) -> None:
+    """No usage: the approximation counts 7 tokens in three events. A server cannot have sent
+    more than ``max_tokens``, so at 4 the counts are scaled to 4; at 2 — fewer than the events,
+    each at least one token — the limit says nothing the count can follow, and it is kept."""
+    _, srv = plain
+    client = make_client(ClientOptions())
+    try:
+        chain = RequestChain(client, Endpoint(srv.url + "/v1/chat/completions", 10.0))
+        body = {"model": "plain-1", "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": max_tokens, "stream": True}  # fmt: skip
+        record = chain.run(body)
+    finally:
+        client.close()
+    assert record.ok, record.error_detail
+    assert record.output_tokens_source == "tokenizer"
+    assert record.tokens_per_event == counted
+    assert record.output_tokens == sum(counted)
