@@ -73,6 +73,11 @@ class HangingTarget:
 ARGS = ["--model", "m", "--ramplab-drain", "1"]
 
 
+def _signal(processes: list[Process], signum: int) -> None:
+    for process in processes:
+        process.signal(signum)
+
+
 def _law(run: RampRun, incomplete: tuple[str, ...] = ()) -> dict[str, Any]:
     """``check_law``, and every request cut in flight kept what it had received."""
     summary = check_law(run, incomplete)
@@ -267,12 +272,10 @@ def test_workers_frozen_at_the_stop_still_send_what_they_had_in_flight(tmp_path:
         wait_for_records(out, lambda records: len({r["worker"] for r in records}) == 2)
         handler.hang_all.set()
         time.sleep(1.0)
-        for worker in workers:
-            worker.signal(signal.SIGSTOP)
+        _signal(workers, signal.SIGSTOP)
         master.signal(signal.SIGINT)
         time.sleep(2.0)
-        for worker in workers:
-            worker.signal(signal.SIGCONT)
+        _signal(workers, signal.SIGCONT)
 
     with TinyServer(handler) as server:
         run = run_ramp(
@@ -307,11 +310,9 @@ def test_a_worker_starved_past_its_heartbeats_at_the_end_sends_its_own_records(
         poll_until(lambda: "plan:" in master.log(), timeout_s=30, what="the plan")
         end = time.monotonic() + PLAN_LEAD_S + 6.0
         time.sleep(max(0.0, end - 4.5 - time.monotonic()))
-        for worker in workers:
-            worker.signal(signal.SIGSTOP)
+        _signal(workers, signal.SIGSTOP)
         time.sleep(max(0.0, end + 2.0 - time.monotonic()))
-        for worker in workers:
-            worker.signal(signal.SIGCONT)
+        _signal(workers, signal.SIGCONT)
 
     with TinyServer(handler) as server:
         run = run_ramp(
