@@ -49,9 +49,10 @@ test: $(STAMP) system-deps
 
 # The end-to-end tier, ~15 min here: whole runs of processes (marker slow: masters and workers
 # killed and frozen, campaigns, experiments, the compose stack, the wheel, a fresh clone) on
-# three xdist workers, then the tests that assert on measured time (marker timing) alone in one
-# process, so that the parallel runs cannot starve them of CPU (exit 5, "no test selected", is
-# fine when PYTEST_ARGS picked none).
+# two xdist workers (each run is several processes: three at once starved them on two cores),
+# then the tests that assert on measured time (marker timing) alone in one process, so that the
+# parallel runs cannot starve them of CPU (exit 5, "no test selected", is fine when PYTEST_ARGS
+# picked none).
 e2e: $(STAMP) system-deps
 	@# The truth test's GuideLLM venv (bench/peer_env.py; minutes on a cold pip cache) is built
 	@# while the parallel phase runs; the test waits on its lock. Its log: .venv/peer-env.log.
@@ -60,7 +61,7 @@ e2e: $(STAMP) system-deps
 	@# as root only, where the test runs. Its log: .venv/image.log.
 	@if [ "$$(id -u)" = 0 ]; then \
 	  (bash scripts/docker-engine.sh && bash scripts/image.sh) > $(VENV)/image.log 2>&1 & fi
-	$(BIN)/python -m pytest -m "slow and not timing and not engine" --durations=25 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/python -m pytest -m "slow and not timing and not engine" -n 2 --durations=25 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/python -m pytest -m "timing and not engine" -n 0 --durations=25 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # The real-engine tier (tests/engine/, marker engine; docs/engines.md): vLLM's venv is built

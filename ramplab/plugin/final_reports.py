@@ -14,8 +14,8 @@ Locust does.
 
 "Every worker" includes one Locust calls *missing*: a worker starved of CPU (a real engine on the
 same two cores left the workers ~1 % of a CPU) misses Locust's three heartbeats and is marked
-missing while alive, and a CI run lost all six records of such a worker. So a missing worker is
-waited for too while it was heard from within ``MISSING_GRACE_S``; one silent for longer
+missing while alive, and a CI run lost all six records of such a worker. So a worker marked
+missing less than ``MISSING_GRACE_S`` before the stop is waited for too; one silent for longer
 (killed) is not. A worker that does not answer in time (hung, starved) is named in the log, and
 the master records what its last report had in flight (``MasterEngine.unfinished_records``).
 """
@@ -42,7 +42,7 @@ FINAL_WAIT_S = 15.0
 POLL_S = 0.05
 # A missing worker heard from this recently is still waited for (Locust marks a worker missing
 # after three silent seconds; a killed one is silent for good).
-MISSING_GRACE_S = 5.0
+MISSING_GRACE_S = 10.0
 
 
 def quit_after_final_reports(runner: Any, master: MasterEngine) -> None:
@@ -67,26 +67,34 @@ def quit_after_final_reports(runner: Any, master: MasterEngine) -> None:
     runner.quit = quit_once_reported
 
 
-def awaited(runner: Any) -> list[str]:
+def awaited(runner: Any) -> set[str]:
     """The workers whose last report the master waits for: the live ones, and the missing ones
     heard from within ``MISSING_GRACE_S`` (Locust's ``heartbeat`` counts down a beat a second
     from its liveness once a worker is silent, so ``-MISSING_GRACE_S`` is that many seconds
     past missing)."""
-    return sorted(
+    return {
         str(node.id)
         for node in runner.clients.values()
         if node.state != STATE_MISSING or node.heartbeat >= -MISSING_GRACE_S
-    )
+    }
 
 
 def collect(runner: Any, master: MasterEngine) -> None:
-    """Ask every worker for its last report and wait for them (at most FINAL_WAIT_S)."""
-    if not awaited(runner):
+    """Ask every worker for its last report and wait for them (at most FINAL_WAIT_S).
+
+    Who is waited for is decided once, at the stop: a worker silent then but heard from
+    recently is waited for until it answers or the deadline passes, however long its silence
+    grows meanwhile; one that Locust removes (it quit) is not waited for any longer."""
+    expected = awaited(runner)
+    if not expected:
         return
     runner.send_message(FINAL_MESSAGE, None)
     deadline = time.monotonic() + FINAL_WAIT_S
     while True:
-        waiting = [w for w in awaited(runner) if not master.progress.get(w, {}).get("final")]
+        connected = {str(node.id) for node in runner.clients.values()}
+        waiting = sorted(
+            w for w in expected & connected if not master.progress.get(w, {}).get("final")
+        )
         if not waiting:
             return
         if time.monotonic() >= deadline:

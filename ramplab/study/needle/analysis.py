@@ -21,6 +21,7 @@ generator's own lateness is not read as prefill.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -73,15 +74,17 @@ def _get(data: Any, path: str) -> Any:
     return data
 
 
-def _rows(run_dir: Path, summary: RunSummary) -> tuple[list[Row], int]:
+def _rows(run_dir: Path, summary: RunSummary) -> tuple[list[Row], Counter[str]]:
+    """The measured requests' rows, and why the others were left out (their error kind, or
+    ``no cell``: no needle label or no timing)."""
     shape = step_shape(summary)
     if shape is None:
-        return [], 0
+        return [], Counter()
     measured = group_measured(
         iter_records(RunDir(run_dir).records), shape, summary.run_start or 0.0
     )
     rows: list[Row] = []
-    skipped = 0
+    skipped: Counter[str] = Counter()
     for record in (r for stage in measured for r in stage):
         labels = record.prompt_labels
         if (
@@ -91,7 +94,7 @@ def _rows(run_dir: Path, summary: RunSummary) -> tuple[list[Row], int]:
             or record.ttlt_ms is None
             or record.ttft_send_ms is None
         ):
-            skipped += 1
+            skipped[record.error_kind or "no cell"] += 1
             continue
         cached = getattr(record, "cached_tokens", None)  # reported usage, when recorded
         rows.append(
@@ -113,14 +116,15 @@ def collect(directory: Path, notes: list[str]) -> list[Variant]:
     for group in expand([directory], notes):
         rows: list[Row] = []
         campaign: Any = {}
-        skipped = 0
+        skipped: Counter[str] = Counter()
         for run in group.runs:
             campaign = yaml.safe_load((RunDir(run.path).campaign).read_text(encoding="utf-8"))
             found, left = _rows(run.path, RunSummary.from_json(run.summary))
             rows += found
             skipped += left
         if skipped:
-            notes.append(f"{group.name}: {skipped} measured requests left out (failed or no cell)")
+            why = ", ".join(f"{kind}: {count}" for kind, count in sorted(skipped.items()))
+            notes.append(f"{group.name}: {skipped.total()} measured requests left out ({why})")
         settings = _get(campaign, "target.settings")
         latency = _get(settings, "latency") if isinstance(settings, Mapping) else None
         reported = any(r.cached_tokens for r in rows)

@@ -327,5 +327,6 @@ def test_a_worker_starved_past_its_heartbeats_at_the_end_sends_its_own_records(
     assert "setting state to missing" in run.logs["master"], run.tail()  # the premise
     summary = _law(run)
     assert summary["unfinished"] == len(run.records) == handler.posts == 6
-    assert all("when the run stopped it" in r["error_detail"] for r in run.records)
+    details = [r["error_detail"] for r in run.records]
+    assert all("when the run stopped it" in detail for detail in details), (details, run.tail())
     assert all(r["bytes_received"] > 0 for r in run.records)
