@@ -31,6 +31,7 @@ import httpx
 from bench.engine import install
 from bench.engine.errors import EngineError, EngineRefused, tail
 from bench.engine.model import MAX_CONTEXT, Model
+from ramplab.stack.process import free_port
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -134,7 +135,7 @@ def start(
     settings = settings or Settings()
     preflight(settings, port or None)
     python = install.ensure(log.with_name("install.log"), progress)
-    port = port or _free_port()
+    port = port or free_port()
     command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model.path)]
     command += ["--served-model-name", model.name, "--host", "127.0.0.1", "--port", str(port)]
     command += ["--seed", str(model.seed), *settings.arguments()]
@@ -304,12 +305,6 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _pss_bytes(pid: int) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -21,13 +22,39 @@ from typing import IO
 __all__ = ["ManagedProcess", "ProcessSpec", "free_port"]
 
 
+# free_port draws from [PRIVATE_LOW, the ephemeral range's start). The target has the same rule
+# (target_service/embedded_redis.py): the two are separate programs and neither imports the other.
+PRIVATE_LOW = 20000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port(kind: socket.SocketKind = socket.SOCK_STREAM) -> int:
-    """A free TCP (or, given ``SOCK_DGRAM``, UDP) port on 127.0.0.1 (the OS picks it; the child
-    binds it a moment later)."""
+    """A free TCP (or, given ``SOCK_DGRAM``, UDP) port on 127.0.0.1 now, for a child to bind a
+    moment later; drawn below the kernel's ephemeral range, because a port the kernel hands out
+    (bind to 0) is also what any outgoing connection may take as its local port in that moment
+    (a master's /metrics port was taken so in a CI run: "Address already in use")."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(64):
+        port = rng.randrange(PRIVATE_LOW, low)
+        with socket.socket(socket.AF_INET, kind) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, kind) as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux), else IANA's 49152."""
+    try:
+        low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49152
+    return low if low > PRIVATE_LOW + 1024 else 49152
 
 
 @dataclass(frozen=True, slots=True)
