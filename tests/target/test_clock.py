@@ -31,10 +31,16 @@ def test_default_clock_on_linux_is_precise() -> None:
         clock.close()
 
 
-@pytest.mark.parametrize("make", [PreciseClock, LoopClock])
-def test_sleepers_wake_at_or_after_their_deadline_in_order(make: type[Clock]) -> None:
+# Tries of the order test: its premise (most sleepers armed before their deadline) is the
+# machine's, and a CI run once lost it to a stall longer than the 50 ms window (0 of 200 armed).
+TRIES = 3
+
+
+def _sleep_200(make: type[Clock]) -> tuple[Clock, list[tuple[float, float, bool]]]:
+    """200 sleepers with deadlines 1-50 ms ahead, added in random order (so an earlier deadline
+    often arrives after a later one is armed): each one's (deadline, wake time, had to wait)."""
     clock = make()
-    woke: list[tuple[float, float, bool]] = []  # (deadline, wake time, had to wait)
+    woke: list[tuple[float, float, bool]] = []
 
     async def sleeper(deadline: float) -> None:
         waited = deadline > time.perf_counter()
@@ -44,7 +50,6 @@ def test_sleepers_wake_at_or_after_their_deadline_in_order(make: type[Clock]) ->
     async def main() -> None:
         start = clock.now()
         rng = random.Random(7)
-        # Added in random order, so an earlier deadline often arrives after a later one is armed.
         deadlines = [start + rng.uniform(0.001, 0.05) for _ in range(200)]
         await asyncio.gather(*(sleeper(d) for d in deadlines))
 
@@ -52,14 +57,24 @@ def test_sleepers_wake_at_or_after_their_deadline_in_order(make: type[Clock]) ->
         run(main)
     finally:
         clock.close()
-    assert len(woke) == 200
-    assert all(at >= deadline for deadline, at, _ in woke)
-    if isinstance(clock, PreciseClock):
+    return clock, woke
+
+
+@pytest.mark.parametrize("make", [PreciseClock, LoopClock])
+def test_sleepers_wake_at_or_after_their_deadline_in_order(make: type[Clock]) -> None:
+    for _ in range(TRIES):
+        clock, woke = _sleep_200(make)
+        assert len(woke) == 200
+        assert all(at >= deadline for deadline, at, _ in woke)
+        if not isinstance(clock, PreciseClock):
+            return
         # One timer for all: sleepers wake in deadline order. Those whose deadline had passed
         # before they slept (a busy machine can start a task late) return at once, out of turn.
         order = [deadline for deadline, _, waited in woke if waited]
-        assert len(order) > 100
         assert order == sorted(order)
+        if len(order) > 100:
+            return
+    pytest.fail(f"the machine never let 100 of 200 sleepers arm in time ({TRIES} tries)")
 
 
 def test_a_cancelled_sleeper_does_not_disturb_the_others() -> None:
