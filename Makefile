@@ -47,7 +47,7 @@ demo: $(RUNTIME)
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -m "not slow and not timing and not engine" --durations=25 $(PYTEST_ARGS)
 
-# The end-to-end tier, ~15 min here: whole runs of processes (marker slow: masters and workers
+# The end-to-end tier, ~16 min here: whole runs of processes (marker slow: masters and workers
 # killed and frozen, campaigns, experiments, the compose stack, the wheel, a fresh clone) on
 # two xdist workers (each run is several processes: three at once starved them on two cores),
 # then the tests that assert on measured time (marker timing) alone in one process, so that the
